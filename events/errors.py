@@ -1,0 +1,40 @@
+"""Errors of the event store."""
+
+from __future__ import annotations
+
+from neocloud.errors import ApplicationError, Conflict
+
+
+class StreamConflict(Conflict):
+    """The stream moved since the caller read it: re-read and decide again."""
+
+    code = "stream_conflict"
+
+    def __init__(
+        self, stream_type: str, stream_id: str, expected: str, actual: int
+    ) -> None:
+        super().__init__(
+            f"stream {stream_type}/{stream_id} is at version {actual}, expected {expected}",
+            details={
+                "stream_type": stream_type,
+                "stream_id": stream_id,
+                "expected_version": expected,
+                "actual_version": actual,
+            },
+        )
+        self.actual_version = actual
+
+
+class UnknownEventType(ApplicationError):
+    code = "unknown_event_type"
+    http_status = 500
+
+
+class MalformedEvent(ApplicationError):
+    code = "malformed_event"
+    http_status = 500
+
+
+class MissingUpcaster(ApplicationError):
+    code = "missing_upcaster"
+    http_status = 500

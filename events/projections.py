@@ -1,0 +1,102 @@
+"""Projections: tables derived from the log, and their registry.
+
+A projection names the tables it owns and handles event types with ``@handles``. A
+*synchronous* projection is applied inside ``append``'s transaction, so its tables are never
+behind the log; an *asynchronous* one is a consumer with its own checkpoint. ``replay``
+empties every projection's tables and applies the whole log again: what it produces must
+equal the live state, which is how a projection proves it is derived from the log alone.
+
+Apps register theirs in ``<app>/projections.py`` (imported when the app registry is ready).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from events.store import RecordedEvent
+    from events.types import DomainEvent
+
+Handler = Callable[[Any, "RecordedEvent"], None]
+H = TypeVar("H", bound=Handler)
+
+
+def handles(*types: type[DomainEvent] | str) -> Callable[[H], H]:
+    """Mark a projection method as the handler of these event types."""
+    names = tuple(t if isinstance(t, str) else t.event_type for t in types)
+
+    def mark(method: H) -> H:
+        method._handles = names  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class Projection:
+    """Base of a projection: handlers by event type, and the tables a rebuild empties."""
+
+    name: ClassVar[str]
+    # Emptied (in reverse order) before a replay; list parents before children.
+    models: ClassVar[Sequence[type[models.Model]]] = ()
+    _handlers: ClassVar[dict[str, Handler]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        handlers: dict[str, Handler] = {}
+        for klass in reversed(cls.__mro__):
+            for attribute in vars(klass).values():
+                for name in getattr(attribute, "_handles", ()):
+                    handlers[name] = attribute
+        cls._handlers = handlers
+
+    @property
+    def event_types(self) -> frozenset[str] | None:
+        """The types this projection reads; ``None`` for every type."""
+        return frozenset(self._handlers)
+
+    def apply(self, event: RecordedEvent) -> None:
+        handler = self._handlers.get(event.type)
+        if handler is not None:
+            handler(self, event)
+
+    def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
+        """Apply several events; override to fold a batch into fewer writes."""
+        for event in events:
+            self.apply(event)
+
+    def reset(self) -> None:
+        for model in reversed(self.models):
+            model._base_manager.all().delete()
+
+
+_synchronous: dict[str, Projection] = {}
+_asynchronous: dict[str, Projection] = {}
+
+
+def register(projection: Projection, *, synchronous: bool) -> Projection:
+    """Register ``projection`` (by name; registering the same name again replaces it)."""
+    registry = _synchronous if synchronous else _asynchronous
+    registry[projection.name] = projection
+    return projection
+
+
+def unregister(name: str) -> None:
+    _synchronous.pop(name, None)
+    _asynchronous.pop(name, None)
+
+
+def synchronous() -> list[Projection]:
+    return list(_synchronous.values())
+
+
+def asynchronous() -> list[Projection]:
+    return list(_asynchronous.values())
+
+
+def apply_synchronous(events: Sequence[RecordedEvent]) -> None:
+    """Called by ``append`` inside its transaction."""
+    for projection in _synchronous.values():
+        projection.apply_batch(events)

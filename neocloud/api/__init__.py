@@ -1,0 +1,1 @@
+"""API conventions shared by every endpoint: errors, and (with tenancy) auth and pagination."""

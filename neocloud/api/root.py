@@ -1,0 +1,38 @@
+"""The API root: what a client can discover without credentials."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+
+class ApiRootView(APIView):
+    """Entry point of ``/api/v1/``: links to the schema and the docs."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        responses=inline_serializer(
+            "ApiRoot",
+            fields={
+                "name": serializers.CharField(),
+                "version": serializers.CharField(),
+                "schema": serializers.URLField(),
+                "docs": serializers.URLField(),
+            },
+        )
+    )
+    def get(self, request: Request) -> Response:
+        return Response(
+            {
+                "name": "NeoCloud",
+                "version": "v1",
+                "schema": reverse("api-schema", request=request),
+                "docs": reverse("api-docs", request=request),
+            }
+        )

@@ -1,0 +1,48 @@
+"""The one error base of the application.
+
+Every expected failure is an ``ApplicationError`` subclass with a stable ``code`` and an HTTP
+status; the API renders them all in one JSON shape (``neocloud.api.errors``). This module is
+plain Python so that every app, ``events`` included, can raise these without importing Django.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ApplicationError(Exception):
+    """A failure a caller can act on: stable ``code``, HTTP status, message and field details."""
+
+    code: ClassVar[str] = "error"
+    http_status: ClassVar[int] = 400
+    # Retryable failures (a conflict, a transient outage) may succeed if tried again;
+    # terminal ones (bad input) never will.
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        fields: dict[str, list[str]] | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+        self.details = details or {}
+
+
+class ValidationFailed(ApplicationError):
+    code = "invalid"
+    http_status = 400
+
+
+class NotFound(ApplicationError):
+    code = "not_found"
+    http_status = 404
+
+
+class Conflict(ApplicationError):
+    code = "conflict"
+    http_status = 409
+    retryable = True
