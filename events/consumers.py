@@ -43,6 +43,11 @@ class Consumer(ABC):
     def handle(self, event: RecordedEvent) -> None:
         """Apply one event's effects; called inside the batch's transaction."""
 
+    def handle_batch(self, events: list[RecordedEvent]) -> None:
+        """Apply a batch in position order; override to fold it into fewer writes."""
+        for event in events:
+            self.handle(event)
+
 
 class ProjectionConsumer(Consumer):
     """Runs an asynchronous projection as a consumer."""
@@ -57,6 +62,9 @@ class ProjectionConsumer(Consumer):
 
     def handle(self, event: RecordedEvent) -> None:
         self.projection.apply(event)
+
+    def handle_batch(self, events: list[RecordedEvent]) -> None:
+        self.projection.apply_batch(events)
 
 
 def checkpoint_position(name: str) -> int:
@@ -74,8 +82,7 @@ def consumer_process_batch(consumer: Consumer) -> int:
         # a short filtered batch proves nothing of interest lies between it and the head.
         head = store.head_position() if types is not None else 0
         batch = store.read_all(after=checkpoint.position, limit=consumer.batch_size, types=types)
-        for event in batch:
-            consumer.handle(event)
+        consumer.handle_batch(batch)
         position = batch[-1].position if batch else checkpoint.position
         if types is not None and len(batch) < consumer.batch_size:
             position = max(position, head)

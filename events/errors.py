@@ -10,11 +10,12 @@ class StreamConflict(Conflict):
 
     code = "stream_conflict"
 
-    def __init__(
-        self, stream_type: str, stream_id: str, expected: str, actual: int
-    ) -> None:
+    def __init__(self, stream_type: str, stream_id: str, expected: int | None, actual: int) -> None:
+        wanted = "any version" if expected is None else (
+            "no stream" if expected == 0 else f"version {expected}"
+        )
         super().__init__(
-            f"stream {stream_type}/{stream_id} is at version {actual}, expected {expected}",
+            f"stream {stream_type}/{stream_id} is at version {actual}, expected {wanted}",
             details={
                 "stream_type": stream_type,
                 "stream_id": stream_id,

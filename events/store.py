@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -27,9 +27,11 @@ from events.errors import StreamConflict
 from events.models import Event
 from events.types import DomainEvent, Payload, deserialize, serialize, upcast
 
-# Any 64-bit constant will do; it only has to be the same for every writer of this database.
-APPEND_LOCK_KEY = 0x6E656F636C6F7564  # "neocloud"
 TABLE = Event._meta.db_table
+INSERT_COLUMNS = (
+    "stream_type, stream_id, version, type, schema_version, data, metadata, organization_id,"
+    " recorded_at"
+)
 COLUMNS = (
     "position, stream_type, stream_id, version, type, schema_version, data, metadata,"
     " recorded_at"
@@ -37,6 +39,8 @@ COLUMNS = (
 
 
 _ORGANIZATION = Event._meta.get_field("organization_id")
+# Raised by events_append (migration 0003) when the stream is not at the expected version.
+CONFLICT_SQLSTATE = "NC409"
 
 
 class ExpectedVersion(enum.Enum):
@@ -107,28 +111,22 @@ def append(
     """
     if not events:
         raise ValueError("append needs at least one event")
-    stream_id = str(stream_id)
-    payloads = [serialize(event) for event in events]
-    meta = (metadata or Metadata()).as_dict()
-    organization_id = meta.get("organization_id")
-    now = timezone.now()
+    batch = _Batch(
+        stream_type=stream_type,
+        stream_id=str(stream_id),
+        expected=_expected_number(expected_version),
+        payloads=[serialize(event) for event in events],
+        metadata=(metadata or Metadata()).as_dict(),
+        recorded_at=timezone.now(),
+    )
+    insert = _insert_postgres if connection.vendor == "postgresql" else _insert_sqlite
     try:
         with transaction.atomic():
-            take_append_lock()
-            current = stream_version(stream_type, stream_id)
-            _check_expected(stream_type, stream_id, expected_version, current)
-            recorded = _insert(
-                stream_type, stream_id, current, payloads, meta, organization_id, now
-            )
+            recorded = insert(batch)
             projections.apply_synchronous(recorded)
-            wakeup.announce(recorded[-1].position)
-    except IntegrityError as exc:
-        if "events_stream_version_uniq" not in str(exc):
-            raise
-        # Only reachable by a writer that bypassed the append lock; the unique key still holds.
-        raise StreamConflict(
-            stream_type, stream_id, str(expected_version), stream_version(stream_type, stream_id)
-        ) from exc
+            wakeup.announce()
+    except DatabaseError as exc:
+        raise _as_conflict(exc, batch) from exc
     return recorded
 
 
@@ -137,72 +135,111 @@ def take_append_lock() -> None:
     IMMEDIATE transaction already holds the database's write lock)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [APPEND_LOCK_KEY])
+            cursor.execute("SELECT events_append_lock()")
 
 
-def _check_expected(
-    stream_type: str, stream_id: str, expected: int | ExpectedVersion, current: int
-) -> None:
-    if expected is ANY:
-        return
-    wanted = 0 if expected is NO_STREAM else expected
-    if current != wanted:
-        label = "no stream" if expected is NO_STREAM else str(expected)
-        raise StreamConflict(stream_type, stream_id, label, current)
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    stream_type: str
+    stream_id: str
+    expected: int | None  # None: any version
+    payloads: list[tuple[str, int, Payload]]
+    metadata: dict[str, Any]
+    recorded_at: datetime
 
+    @property
+    def organization_id(self) -> str | None:
+        return self.metadata.get("organization_id")
 
-def _insert(
-    stream_type: str,
-    stream_id: str,
-    current: int,
-    payloads: list[tuple[str, int, Payload]],
-    meta: dict[str, Any],
-    organization_id: str | None,
-    now: datetime,
-) -> list[RecordedEvent]:
-    ops = connection.ops
-    json_cast = "::jsonb" if connection.vendor == "postgresql" else ""
-    row = f"(%s, %s, %s, %s, %s, %s{json_cast}, %s{json_cast}, %s, %s)"
-    meta_json = json.dumps(meta)
-    org = _ORGANIZATION.get_db_prep_value(organization_id, connection) if organization_id else None
-    stamp = ops.adapt_datetimefield_value(now)
-    params: list[Any] = []
-    for offset, (type_name, schema_version, data) in enumerate(payloads, start=1):
-        params += [
-            stream_type,
-            stream_id,
-            current + offset,
-            type_name,
-            schema_version,
-            json.dumps(data),
-            meta_json,
-            org,
-            stamp,
+    def recorded(self, first_version: int, position_of: dict[int, int]) -> list[RecordedEvent]:
+        return [
+            RecordedEvent(
+                position=position_of[version],
+                stream_type=self.stream_type,
+                stream_id=self.stream_id,
+                version=version,
+                type=type_name,
+                schema_version=schema_version,
+                data=data,
+                metadata=self.metadata,
+                recorded_at=self.recorded_at,
+            )
+            for version, (type_name, schema_version, data) in enumerate(
+                self.payloads, start=first_version
+            )
         ]
-    sql = (
-        f"INSERT INTO {TABLE} (stream_type, stream_id, version, type, schema_version, data,"  # noqa: S608
-        f" metadata, organization_id, recorded_at) VALUES {', '.join([row] * len(payloads))}"
-        " RETURNING position"
-    )
+
+
+def _expected_number(expected: int | ExpectedVersion) -> int | None:
+    if expected is ANY:
+        return None
+    if expected is NO_STREAM:
+        return 0
+    if not isinstance(expected, int) or expected < 0:
+        raise ValueError(f"expected_version must be ANY, NO_STREAM or an int >= 0: {expected!r}")
+    return expected
+
+
+def _insert_postgres(batch: _Batch) -> list[RecordedEvent]:
+    """Lock, check the version and insert in one round trip (``events_append``, migration
+    0003). The batch travels as one JSON array: binding one parameter per column per row
+    costs psycopg more than the INSERT costs the server."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        positions = sorted(r[0] for r in cursor.fetchall())
-    return [
-        RecordedEvent(
-            position=position,
-            stream_type=stream_type,
-            stream_id=stream_id,
-            version=current + offset,
-            type=type_name,
-            schema_version=schema_version,
-            data=data,
-            metadata=meta,
-            recorded_at=now,
+        cursor.execute(
+            "SELECT out_version, out_position FROM events_append(%s, %s, %s, %s::jsonb,"
+            " %s::jsonb, %s, %s)",
+            [
+                batch.stream_type,
+                batch.stream_id,
+                batch.expected,
+                json.dumps(batch.payloads),
+                json.dumps(batch.metadata),
+                batch.organization_id,
+                batch.recorded_at,
+            ],
         )
-        for offset, (position, (type_name, schema_version, data)) in enumerate(
-            zip(positions, payloads, strict=True), start=1
+        position_of = dict(cursor.fetchall())
+    return batch.recorded(min(position_of), position_of)
+
+
+def _insert_sqlite(batch: _Batch) -> list[RecordedEvent]:
+    """The same on SQLite, whose IMMEDIATE transaction already holds the write lock."""
+    current = stream_version(batch.stream_type, batch.stream_id)
+    if batch.expected is not None and batch.expected != current:
+        raise StreamConflict(batch.stream_type, batch.stream_id, batch.expected, current)
+    organization = (
+        _ORGANIZATION.get_db_prep_value(batch.organization_id, connection)
+        if batch.organization_id
+        else None
+    )
+    stamp = connection.ops.adapt_datetimefield_value(batch.recorded_at)
+    meta_json = json.dumps(batch.metadata)
+    params: list[Any] = []
+    for version, (type_name, schema_version, data) in enumerate(batch.payloads, start=current + 1):
+        params += [batch.stream_type, batch.stream_id, version, type_name, schema_version,
+                   json.dumps(data), meta_json, organization, stamp]
+    row = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {TABLE} ({INSERT_COLUMNS})"  # noqa: S608
+            f" VALUES {', '.join([row] * len(batch.payloads))} RETURNING version, position",
+            params,
         )
-    ]
+        position_of = dict(cursor.fetchall())
+    return batch.recorded(current + 1, position_of)
+
+
+def _as_conflict(exc: DatabaseError, batch: _Batch) -> Exception:
+    """Turn the database's refusals into ``StreamConflict``; anything else stays as it is."""
+    cause = exc.__cause__
+    if getattr(cause, "sqlstate", None) == CONFLICT_SQLSTATE:
+        actual = int(cause.diag.message_detail)  # type: ignore[union-attr]
+        return StreamConflict(batch.stream_type, batch.stream_id, batch.expected, actual)
+    if isinstance(exc, IntegrityError) and "events_stream_version_uniq" in str(exc):
+        # Only reachable by a writer that bypassed the append lock; the unique key still holds.
+        actual = stream_version(batch.stream_type, batch.stream_id)
+        return StreamConflict(batch.stream_type, batch.stream_id, batch.expected, actual)
+    return exc
 
 
 def stream_version(stream_type: str, stream_id: str) -> int:

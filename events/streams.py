@@ -10,7 +10,10 @@ from events.store import RecordedEvent
 
 
 class StreamHeads(projections.Projection):
-    """Keeps ``Stream`` rows; reads every event type, one upsert per batch."""
+    """Keeps ``Stream`` rows; reads every event type, one upsert per batch.
+
+    Asynchronous: nothing needs it read-your-writes, and it would cost every append a write.
+    """
 
     name = "events.stream_heads"
     models = (Stream,)
@@ -45,4 +48,4 @@ class StreamHeads(projections.Projection):
         )
 
 
-projections.register(StreamHeads(), synchronous=True)
+projections.register(StreamHeads(), synchronous=False)

@@ -1,7 +1,7 @@
 """Waking consumers when the log grows.
 
-On PostgreSQL an append sends ``NOTIFY neocloud_events`` inside its transaction, so the
-notification is delivered exactly when the events become visible; a ``Listener`` blocks on
+On PostgreSQL a trigger on the log sends ``NOTIFY neocloud_events`` after every INSERT
+(migration 0003), so the notification is delivered exactly when the events become visible; a ``Listener`` blocks on
 LISTEN. On SQLite (one process, the embedded default) the announcement is an in-process
 condition signalled on commit. Either way, ``wait`` also returns after its timeout: polling
 is the fallback, never the pace.
@@ -22,12 +22,10 @@ _condition = threading.Condition()
 _generation = 0
 
 
-def announce(position: int) -> None:
-    """Tell listeners that events up to ``position`` commit with the current transaction."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(position)])
-    else:
+def announce() -> None:
+    """Wake in-process listeners when the current transaction commits (PostgreSQL's trigger
+    does this for every process)."""
+    if connection.vendor != "postgresql":
         transaction.on_commit(_signal_local)
 
 
@@ -47,7 +45,7 @@ class Listener:
 
     def __enter__(self) -> Listener:
         if connection.vendor == "postgresql":
-            self._connection = psycopg.connect(**_psycopg_params(), autocommit=True)
+            self._connection = psycopg.connect(**psycopg_params(), autocommit=True)
             self._connection.execute(f"LISTEN {CHANNEL}")
         return self
 
@@ -79,7 +77,8 @@ class Listener:
             return woken
 
 
-def _psycopg_params() -> dict[str, Any]:
+def psycopg_params() -> dict[str, Any]:
+    """Connection parameters of Django's default database, for a raw psycopg connection."""
     settings = connection.settings_dict
     params = {
         "dbname": settings["NAME"],

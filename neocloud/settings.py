@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "neocloud.api.middleware.JsonApiErrorsMiddleware",
 ]
 
 ROOT_URLCONF = "neocloud.urls"

@@ -56,7 +56,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return response
 
 
-def json_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+def json_not_found(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         error_body("not_found", "No such resource."), status=status.HTTP_404_NOT_FOUND
     )
