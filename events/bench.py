@@ -69,9 +69,11 @@ def _append_serially(prefix: str, appends: int, batch: int) -> int:
     for n in range(appends):
         stream = n % STREAMS
         store.append(
-            "bench", f"{prefix}-{stream}",
+            "bench",
+            f"{prefix}-{stream}",
             [Measured(n=n, note=NOTE) for _ in range(batch)],
-            expected_version=versions[stream], metadata=META,
+            expected_version=versions[stream],
+            metadata=META,
         )
         versions[stream] += batch
     return appends * batch
@@ -125,8 +127,14 @@ def _baseline_insert(appends: int, batch: int) -> float:
         for n in range(appends):
             stream = n % STREAMS
             rows = [
-                ("bench", f"{prefix}-{stream}", versions[stream] + i + 1, "bench.Measured",
-                 json.dumps({"n": n, "note": NOTE}), meta)
+                (
+                    "bench",
+                    f"{prefix}-{stream}",
+                    versions[stream] + i + 1,
+                    "bench.Measured",
+                    json.dumps({"n": n, "note": NOTE}),
+                    meta,
+                )
                 for i in range(batch)
             ]
             with conn.cursor() as cursor:
@@ -147,8 +155,10 @@ def _eventsourcing_insert(appends: int, batch: int) -> float | None:
         return None
     params = psycopg_params()
     datastore = PostgresDatastore(
-        dbname=params["dbname"], host=params.get("host", "127.0.0.1"),
-        port=params.get("port", 5432), user=params.get("user", "postgres"),
+        dbname=params["dbname"],
+        host=params.get("host", "127.0.0.1"),
+        port=params.get("port", 5432),
+        user=params.get("user", "postgres"),
         password=params.get("password", ""),
     )
     try:
@@ -160,12 +170,17 @@ def _eventsourcing_insert(appends: int, batch: int) -> float | None:
         for n in range(appends):
             stream = n % STREAMS
             state = json.dumps({"n": n, "note": NOTE}).encode()
-            recorder.insert_events([
-                StoredEvent(originator_id=streams[stream],
-                            originator_version=versions[stream] + i + 1,
-                            topic="bench:Measured", state=state)
-                for i in range(batch)
-            ])
+            recorder.insert_events(
+                [
+                    StoredEvent(
+                        originator_id=streams[stream],
+                        originator_version=versions[stream] + i + 1,
+                        topic="bench:Measured",
+                        state=state,
+                    )
+                    for i in range(batch)
+                ]
+            )
             versions[stream] += batch
         return _rate(appends * batch, time.perf_counter() - started)
     finally:
@@ -191,14 +206,16 @@ def eventstore(scale: float) -> dict[str, Any]:
         _append_serially("warmup", 20, 10)
         _baseline_insert(20, 10)
 
-        figures["append_batch1_events_per_s"] = _timed(
-            lambda: _append_serially("b1", singles, 1))
+        figures["append_batch1_events_per_s"] = _timed(lambda: _append_serially("b1", singles, 1))
         figures["append_batch100_events_per_s"] = _timed(
-            lambda: _append_serially("b100", hundreds, 100))
+            lambda: _append_serially("b100", hundreds, 100)
+        )
         figures["append_4writers_batch1_events_per_s"] = _append_concurrently(
-            4, max(5, singles // 4), 1)
+            4, max(5, singles // 4), 1
+        )
         figures["append_4writers_batch100_events_per_s"] = _append_concurrently(
-            4, concurrent_appends, 100)
+            4, concurrent_appends, 100
+        )
         figures["baseline_insert_batch1_events_per_s"] = _baseline_insert(singles, 1)
         figures["baseline_insert_events_per_s"] = _baseline_insert(hundreds, 100)
         figures["eventsourcing_batch1_events_per_s"] = _eventsourcing_insert(singles, 1)
@@ -232,11 +249,14 @@ def eventstore(scale: float) -> dict[str, Any]:
         "ratios": {
             "append_vs_baseline": _ratio(ours_100, figures["baseline_insert_events_per_s"]),
             "append_batch1_vs_baseline": _ratio(
-                ours_1, figures["baseline_insert_batch1_events_per_s"]),
+                ours_1, figures["baseline_insert_batch1_events_per_s"]
+            ),
             "append_vs_eventsourcing": _ratio(
-                ours_100, figures["eventsourcing_batch100_events_per_s"]),
+                ours_100, figures["eventsourcing_batch100_events_per_s"]
+            ),
             "append_batch1_vs_eventsourcing": _ratio(
-                ours_1, figures["eventsourcing_batch1_events_per_s"]),
+                ours_1, figures["eventsourcing_batch1_events_per_s"]
+            ),
         },
         "peak_rss_mb": peak_rss_mb(),
         "machine": {

@@ -11,8 +11,10 @@ class StreamConflict(Conflict):
     code = "stream_conflict"
 
     def __init__(self, stream_type: str, stream_id: str, expected: int | None, actual: int) -> None:
-        wanted = "any version" if expected is None else (
-            "no stream" if expected == 0 else f"version {expected}"
+        wanted = (
+            "any version"
+            if expected is None
+            else ("no stream" if expected == 0 else f"version {expected}")
         )
         super().__init__(
             f"stream {stream_type}/{stream_id} is at version {actual}, expected {wanted}",

@@ -35,9 +35,7 @@ class Event(models.Model):
         ]
         indexes = [
             models.Index(fields=["type", "position"], name="events_type_position_idx"),
-            models.Index(
-                fields=["organization_id", "position"], name="events_org_position_idx"
-            ),
+            models.Index(fields=["organization_id", "position"], name="events_org_position_idx"),
         ]
 
     def __str__(self) -> str:

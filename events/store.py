@@ -33,8 +33,7 @@ INSERT_COLUMNS = (
     " recorded_at"
 )
 COLUMNS = (
-    "position, stream_type, stream_id, version, type, schema_version, data, metadata,"
-    " recorded_at"
+    "position, stream_type, stream_id, version, type, schema_version, data, metadata, recorded_at"
 )
 
 
@@ -216,8 +215,17 @@ def _insert_sqlite(batch: _Batch) -> list[RecordedEvent]:
     meta_json = json.dumps(batch.metadata)
     params: list[Any] = []
     for version, (type_name, schema_version, data) in enumerate(batch.payloads, start=current + 1):
-        params += [batch.stream_type, batch.stream_id, version, type_name, schema_version,
-                   json.dumps(data), meta_json, organization, stamp]
+        params += [
+            batch.stream_type,
+            batch.stream_id,
+            version,
+            type_name,
+            schema_version,
+            json.dumps(data),
+            meta_json,
+            organization,
+            stamp,
+        ]
     row = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
     with connection.cursor() as cursor:
         cursor.execute(

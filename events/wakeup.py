@@ -1,10 +1,10 @@
 """Waking consumers when the log grows.
 
 On PostgreSQL a trigger on the log sends ``NOTIFY neocloud_events`` after every INSERT
-(migration 0003), so the notification is delivered exactly when the events become visible; a ``Listener`` blocks on
-LISTEN. On SQLite (one process, the embedded default) the announcement is an in-process
-condition signalled on commit. Either way, ``wait`` also returns after its timeout: polling
-is the fallback, never the pace.
+(migration 0003), so the notification is delivered exactly when the events become visible;
+a ``Listener`` blocks on LISTEN. On SQLite (one process, the embedded default) the
+announcement is an in-process condition signalled on commit. Either way, ``wait`` also
+returns after its timeout: polling is the fallback, never the pace.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ With nothing set, the embedded default runs: SQLite under ``var/``, Celery tasks
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -45,10 +46,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "neocloud",
     "events",
 ]
-INSTALLED_APPS += env_list("NEOCLOUD_EXTRA_APPS", "")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -79,6 +80,7 @@ TEMPLATES = [
     },
 ]
 
+DATABASES: dict[str, Any]
 if EMBEDDED:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -147,6 +149,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Multi-tenant GPU cloud: tenancy, catalog, orders, workloads, usage, billing.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 

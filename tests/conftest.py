@@ -29,7 +29,7 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
             "ALTER TABLE events_event ENABLE TRIGGER events_event_no_truncate",
         ]
 
-    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign]
+    DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign,assignment]
     yield
     DatabaseOperations.sql_flush = original  # type: ignore[method-assign]
 

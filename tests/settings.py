@@ -4,8 +4,8 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 
-from neocloud.settings import *  # noqa: E402, F403
-from neocloud.settings import INSTALLED_APPS  # noqa: E402
+from neocloud.settings import *  # noqa: F403
+from neocloud.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.ledger"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast users in tests

@@ -4,58 +4,75 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Checkpoint',
+            name="Checkpoint",
             fields=[
-                ('name', models.CharField(max_length=128, primary_key=True, serialize=False)),
-                ('position', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("name", models.CharField(max_length=128, primary_key=True, serialize=False)),
+                ("position", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'db_table': 'events_checkpoint',
+                "db_table": "events_checkpoint",
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('position', models.BigAutoField(primary_key=True, serialize=False)),
-                ('stream_type', models.CharField(max_length=64)),
-                ('stream_id', models.CharField(max_length=128)),
-                ('version', models.PositiveIntegerField()),
-                ('type', models.CharField(max_length=128)),
-                ('schema_version', models.PositiveSmallIntegerField()),
-                ('data', models.JSONField()),
-                ('metadata', models.JSONField()),
-                ('organization_id', models.UUIDField(blank=True, null=True)),
-                ('recorded_at', models.DateTimeField()),
+                ("position", models.BigAutoField(primary_key=True, serialize=False)),
+                ("stream_type", models.CharField(max_length=64)),
+                ("stream_id", models.CharField(max_length=128)),
+                ("version", models.PositiveIntegerField()),
+                ("type", models.CharField(max_length=128)),
+                ("schema_version", models.PositiveSmallIntegerField()),
+                ("data", models.JSONField()),
+                ("metadata", models.JSONField()),
+                ("organization_id", models.UUIDField(blank=True, null=True)),
+                ("recorded_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'events_event',
-                'ordering': ['position'],
-                'indexes': [models.Index(fields=['type', 'position'], name='events_type_position_idx'), models.Index(fields=['organization_id', 'position'], name='events_org_position_idx')],
-                'constraints': [models.UniqueConstraint(fields=('stream_type', 'stream_id', 'version'), name='events_stream_version_uniq')],
+                "db_table": "events_event",
+                "ordering": ["position"],
+                "indexes": [
+                    models.Index(fields=["type", "position"], name="events_type_position_idx"),
+                    models.Index(
+                        fields=["organization_id", "position"], name="events_org_position_idx"
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("stream_type", "stream_id", "version"),
+                        name="events_stream_version_uniq",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Stream',
+            name="Stream",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('stream_type', models.CharField(max_length=64)),
-                ('stream_id', models.CharField(max_length=128)),
-                ('version', models.PositiveIntegerField()),
-                ('last_position', models.BigIntegerField()),
-                ('updated_at', models.DateTimeField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("stream_type", models.CharField(max_length=64)),
+                ("stream_id", models.CharField(max_length=128)),
+                ("version", models.PositiveIntegerField()),
+                ("last_position", models.BigIntegerField()),
+                ("updated_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'events_stream',
-                'constraints': [models.UniqueConstraint(fields=('stream_type', 'stream_id'), name='events_stream_uniq')],
+                "db_table": "events_stream",
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("stream_type", "stream_id"), name="events_stream_uniq"
+                    )
+                ],
             },
         ),
     ]

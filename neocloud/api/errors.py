@@ -27,8 +27,14 @@ def error_body(
 
 def _field_errors(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
-        return {key: _field_errors(value) if isinstance(value, dict) else [str(v) for v in value]
-                if isinstance(value, list) else [str(value)] for key, value in detail.items()}
+        return {
+            key: _field_errors(value)
+            if isinstance(value, dict)
+            else [str(v) for v in value]
+            if isinstance(value, list)
+            else [str(value)]
+            for key, value in detail.items()
+        }
     return {}
 
 

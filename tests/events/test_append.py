@@ -102,7 +102,10 @@ def test_streams_of_different_types_version_independently() -> None:
 def test_metadata_is_stored_with_the_organization_indexed() -> None:
     org = uuid.uuid4()
     meta = Metadata(
-        actor="user:42", organization_id=org, correlation_id="c-1", causation_id="e-0",
+        actor="user:42",
+        organization_id=org,
+        correlation_id="c-1",
+        causation_id="e-0",
         idempotency_key="k-1",
     )
 
@@ -133,7 +136,7 @@ def test_an_unregistered_event_type_is_rejected_at_append() -> None:
 def test_a_malformed_payload_is_rejected_at_append() -> None:
     bad = Deposited.model_construct(amount_cents="lots", memo=None)
 
-    with pytest.raises(MalformedEvent, match="ledger.Deposited"):
+    with pytest.raises(MalformedEvent, match=r"ledger\.Deposited"):
         store.append("account", "a1", [opened(), bad], expected_version=0)
 
     assert store.head_position() == 0
@@ -172,11 +175,18 @@ def test_a_failing_projection_rolls_back_the_whole_append() -> None:
 
 
 def test_projections_commit_with_the_append_in_the_callers_transaction() -> None:
-    with pytest.raises(ZeroDivisionError), transaction.atomic():
-        store.append("account", "a1", [opened(), deposit(5)], expected_version=0)
-        assert Account.objects.get(stream_id="a1").balance_cents == 5
-        _ = 1 / 0
+    seen_inside: list[int] = []
 
+    def append_then_fail() -> None:
+        with transaction.atomic():
+            store.append("account", "a1", [opened(), deposit(5)], expected_version=0)
+            seen_inside.append(Account.objects.get(stream_id="a1").balance_cents)
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        append_then_fail()
+
+    assert seen_inside == [5]
     assert store.head_position() == 0
     assert not Account.objects.exists()
 

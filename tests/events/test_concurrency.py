@@ -37,7 +37,7 @@ def _writer(worker: int, barrier: Barrier) -> None:
     connection.close()
 
 
-def _fork_context() -> multiprocessing.context.BaseContext:
+def _fork_context() -> multiprocessing.context.ForkContext:
     connections.close_all()  # children must open their own connections
     return multiprocessing.get_context("fork")
 

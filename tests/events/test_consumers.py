@@ -15,8 +15,8 @@ from django.db import connection, connections
 
 from events import store
 from events.consumers import Consumer, checkpoint_position, consumer_catch_up, consumer_run
-from events.store import RecordedEvent
 from events.models import Checkpoint, Event
+from events.store import RecordedEvent
 from events.wakeup import Listener
 from tests.ledger.events import AccountOpened, Deposited
 from tests.ledger.models import Effect
@@ -56,7 +56,9 @@ class DepositsOnly(RecordingConsumer):
 def _history(deposits: int = 9) -> list[int]:
     store.append("account", "a1", [AccountOpened(owner="ada")], expected_version=0)
     recorded = store.append(
-        "account", "a1", [Deposited(amount_cents=n, memo="") for n in range(deposits)],
+        "account",
+        "a1",
+        [Deposited(amount_cents=n, memo="") for n in range(deposits)],
         expected_version=1,
     )
     return [e.position for e in recorded]

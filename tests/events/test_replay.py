@@ -36,8 +36,9 @@ def _state() -> dict[str, Any]:
     """Everything the ledger's projections and the store's own projection hold."""
     return {
         "accounts": sorted(
-            Account.objects.values_list("stream_id", "owner", "balance_cents", "movements",
-                                        "closed")
+            Account.objects.values_list(
+                "stream_id", "owner", "balance_cents", "movements", "closed"
+            )
         ),
         "movements": sorted(
             Movement.objects.values_list("position", "account__stream_id", "amount_cents")
@@ -54,7 +55,9 @@ def _catch_up_async_projections() -> None:
         consumer_catch_up(ProjectionConsumer(projection))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(operations=st.lists(operation, max_size=30), batch=st.integers(1, 4))
 def test_replay_rebuilds_exactly_the_live_state(
     operations: list[tuple[int, str, int]], batch: int
@@ -75,14 +78,16 @@ def test_replay_rebuilds_exactly_the_live_state(
         else:
             pending[account].append(AccountClosed(reason="test"))
         if len(pending[account]) >= batch:
-            store.append("account", f"{run}-{account}", pending[account],
-                         expected_version=versions[account])
+            store.append(
+                "account", f"{run}-{account}", pending[account], expected_version=versions[account]
+            )
             versions[account] += len(pending[account])
             pending[account] = []
     for account in range(ACCOUNTS):
         if pending[account]:
-            store.append("account", f"{run}-{account}", pending[account],
-                         expected_version=versions[account])
+            store.append(
+                "account", f"{run}-{account}", pending[account], expected_version=versions[account]
+            )
     _catch_up_async_projections()
     live = _state()
 
@@ -94,16 +99,18 @@ def test_replay_rebuilds_exactly_the_live_state(
         Account.objects.filter(stream_id__startswith=run).values_list("stream_id", "balance_cents")
     )
     assert balances == {
-        f"{run}-{a}": expected_balance[a]
-        for a in range(ACCOUNTS)
-        if versions[a] or pending[a]
+        f"{run}-{a}": expected_balance[a] for a in range(ACCOUNTS) if versions[a] or pending[a]
     }
 
 
 @pytest.mark.smoke
 def test_replay_command_rebuilds_a_damaged_projection() -> None:
-    store.append("account", "a1", [AccountOpened(owner="ada"), Deposited(amount_cents=5, memo="")],
-                 expected_version=0)
+    store.append(
+        "account",
+        "a1",
+        [AccountOpened(owner="ada"), Deposited(amount_cents=5, memo="")],
+        expected_version=0,
+    )
     Account.objects.update(balance_cents=999)
     Stream.objects.all().delete()
 
@@ -118,8 +125,13 @@ def _insert_raw(type_name: str, schema_version: int, data: str) -> None:
         cursor.execute(
             "INSERT INTO events_event (stream_type, stream_id, version, type, schema_version,"
             " data, metadata, recorded_at) VALUES ('account', 'old', %s, %s, %s, %s, '{}', %s)",
-            [store.stream_version("account", "old") + 1, type_name, schema_version, data,
-             connection.ops.adapt_datetimefield_value(timezone.now())],
+            [
+                store.stream_version("account", "old") + 1,
+                type_name,
+                schema_version,
+                data,
+                connection.ops.adapt_datetimefield_value(timezone.now()),
+            ],
         )
 
 

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.django_db
 def history() -> list[int]:
     first = store.append("account", "a1", [AccountOpened(owner="ada")], expected_version=0)
     second = store.append("account", "b2", [AccountOpened(owner="bob")], expected_version=0)
-    third = store.append("account", "a1", [Deposited(amount_cents=5, memo="m")],
-                         expected_version=1)
+    third = store.append("account", "a1", [Deposited(amount_cents=5, memo="m")], expected_version=1)
     return [e.position for e in first + second + third]
 
 

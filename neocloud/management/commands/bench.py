@@ -17,8 +17,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("suite", help="the suite to run (see --list)", nargs="?")
         parser.add_argument("--json", action="store_true", help="print only the JSON object")
-        parser.add_argument("--scale", type=float, default=1.0,
-                            help="multiply the documented sizes (e.g. 0.01 for a quick check)")
+        parser.add_argument(
+            "--scale",
+            type=float,
+            default=1.0,
+            help="multiply the documented sizes (e.g. 0.01 for a quick check)",
+        )
         parser.add_argument("--list", action="store_true", help="list the suites")
 
     def handle(self, *args: Any, **options: Any) -> None:

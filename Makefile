@@ -1,0 +1,50 @@
+# NeoCloud: `make demo` runs the embedded default, `make test` runs every check.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test check lint typecheck pytest smoke bench clean
+
+$(INSTALLED): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "NeoCloud needs Python 3.11 or newer ($(PYTHON) is older)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@touch $@
+
+# The embedded default: SQLite under var/, Celery tasks in-process, demo data.
+demo: $(INSTALLED)
+	@echo "NeoCloud on http://$(HOST):$(PORT)/  (API /api/v1/, docs /api/docs/, admin /admin/)"
+	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py demo $(HOST):$(PORT)
+
+# Everything CI checks, against real PostgreSQL and Redis (started if none is reachable).
+test: $(INSTALLED)
+	scripts/with-services.sh $(MAKE) --no-print-directory check
+
+check: lint typecheck pytest smoke
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck:
+	$(VENV)/bin/mypy .
+
+pytest:
+	@test -n "$$DATABASE_URL" || { echo "pytest needs DATABASE_URL (use make test)"; exit 1; }
+	$(PY) -m pytest -q
+
+# A few tests again on the embedded default (SQLite, eager tasks).
+smoke:
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q -m smoke
+
+bench: $(INSTALLED)
+	scripts/with-services.sh $(PY) manage.py bench $(SUITE) --json
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,147 @@
+"""The project's wiring: settings from the environment, the demo commands, the benchmark."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from events import store
+from events.models import Stream
+from events.runner import consumers_start, projection_consumers
+from tests.ledger.events import AccountClosed, AccountOpened
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _settings_in_fresh_process(env: dict[str, str]) -> dict[str, object]:
+    script = (
+        "import json, django; from django.conf import settings; django.setup();"
+        "print(json.dumps({'engine': settings.DATABASES['default']['ENGINE'],"
+        " 'name': str(settings.DATABASES['default']['NAME']),"
+        " 'broker': settings.CELERY_BROKER_URL, 'eager': settings.CELERY_TASK_ALWAYS_EAGER,"
+        " 'debug': settings.DEBUG}))"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**clean, "DJANGO_SETTINGS_MODULE": "neocloud.settings", **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout)
+
+
+@pytest.mark.smoke
+def test_with_nothing_set_the_embedded_default_runs(tmp_path: Path) -> None:
+    settings = _settings_in_fresh_process({"NEOCLOUD_VAR_DIR": str(tmp_path)})
+
+    assert settings == {
+        "engine": "django.db.backends.sqlite3",
+        "name": str(tmp_path / "neocloud.sqlite3"),
+        "broker": "memory://",
+        "eager": True,
+        "debug": True,
+    }
+
+
+def test_urls_switch_to_postgresql_and_redis() -> None:
+    settings = _settings_in_fresh_process(
+        {
+            "DATABASE_URL": "postgres://u:p@db.example:5433/neo",
+            "REDIS_URL": "redis://cache.example:6380/2",
+            "SECRET_KEY": "s",
+        }
+    )
+
+    assert settings == {
+        "engine": "django.db.backends.postgresql",
+        "name": "neo",
+        "broker": "redis://cache.example:6380/2",
+        "eager": False,
+        "debug": False,
+    }
+
+
+def test_production_without_a_secret_key_refuses_to_start() -> None:
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        _settings_in_fresh_process({"DATABASE_URL": "postgres://u@h/db", "SECRET_KEY": ""})
+
+    assert "SECRET_KEY must be set" in failed.value.stderr
+
+
+@pytest.mark.django_db
+def test_demo_setup_refuses_outside_the_embedded_default(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.EMBEDDED = False
+
+    with pytest.raises(CommandError, match="embedded default"):
+        call_command("demo_setup")
+
+
+@pytest.mark.smoke
+@pytest.mark.django_db
+def test_demo_setup_creates_the_operator_once(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.EMBEDDED = True
+    from django.contrib.auth import get_user_model
+
+    call_command("demo_setup")
+    call_command("demo_setup")
+
+    operator = get_user_model().objects.get(username="admin")
+    assert operator.is_superuser
+    assert operator.check_password("admin")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_consumer_threads_keep_asynchronous_projections_current() -> None:
+    stop = threading.Event()
+    threads = consumers_start(projection_consumers(), stop)
+    try:
+        store.append("account", "a1", [AccountOpened(owner="ada")], expected_version=0)
+        deadline = time.monotonic() + 30
+        while not Stream.objects.filter(stream_id="a1").exists():
+            assert time.monotonic() < deadline, "the stream-heads consumer never caught up"
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        store.append("account", "a1", [AccountClosed(reason="wake")], expected_version=1)
+        for thread in threads:
+            thread.join(30)
+
+    assert Stream.objects.get(stream_id="a1").version >= 1
+    assert not any(t.is_alive() for t in threads)
+
+
+@pytest.mark.postgres
+def test_the_eventstore_benchmark_prints_its_figures_as_json() -> None:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "eventstore", "--json", "--scale", "0.005"],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "neocloud.settings", "SECRET_KEY": "bench"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert figures["suite"] == "eventstore"
+    assert set(figures["ratios"]) == {
+        "append_vs_baseline",
+        "append_batch1_vs_baseline",
+        "append_vs_eventsourcing",
+        "append_batch1_vs_eventsourcing",
+    }
+    assert figures["figures"]["catchup_events"] >= 1000
+    assert figures["figures"]["replay_events"] == figures["log_events"]
+    assert figures["peak_rss_mb"] > 0
