@@ -38,7 +38,8 @@ def _settings_in_fresh_process(env: dict[str, str]) -> dict[str, object]:
         text=True,
         check=True,
     )
-    return json.loads(result.stdout)
+    settings: dict[str, object] = json.loads(result.stdout)
+    return settings
 
 
 @pytest.mark.smoke
