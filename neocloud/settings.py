@@ -45,11 +45,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "neocloud",
     "events",
+    "tenants",
 ]
+AUTH_USER_MODEL = "tenants.User"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -112,6 +115,13 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# --- Cache (throttle counters) -------------------------------------------------------------
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 # --- Celery -------------------------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or None
@@ -121,6 +131,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE = {
+    "idempotency-purge": {"task": "neocloud.idempotency_purge", "schedule": 3600.0},
+}
 
 # --- Event store ----------------------------------------------------------------------------
 # Consumers wait on LISTEN/NOTIFY on PostgreSQL; this is the poll fallback (and SQLite's pace).
@@ -133,12 +146,22 @@ STRIPE_MOCK_URL = os.environ.get("STRIPE_MOCK_URL", "")
 
 # --- REST API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "neocloud.api.schema.AutoSchema",
     "EXCEPTION_HANDLER": "neocloud.api.errors.exception_handler",
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First, so that a 401 carries `WWW-Authenticate: Bearer`.
+        "tenants.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "neocloud.api.throttling.PerKeyThrottle",
+        "neocloud.api.throttling.PerIpThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "key": os.environ.get("THROTTLE_RATE_PER_KEY", "1200/min"),
+        "anon": os.environ.get("THROTTLE_RATE_ANONYMOUS", "60/min"),
+    },
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

@@ -1,13 +1,14 @@
 """URL map: the admin, the versioned API and its OpenAPI schema and docs."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from neocloud.api.root import ApiRootView
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", ApiRootView.as_view(), name="api-root"),
+    path("", include("tenants.urls")),
 ]
 
 urlpatterns = [

@@ -16,6 +16,7 @@ from django.core.management import CommandError, call_command
 from events import store
 from events.models import Stream
 from events.runner import consumers_start, projection_consumers
+from tenants.models import ApiKey, Organization
 from tests.ledger.events import AccountClosed, AccountOpened
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,16 +91,19 @@ def test_demo_setup_refuses_outside_the_embedded_default(settings) -> None:  # t
 
 @pytest.mark.smoke
 @pytest.mark.django_db
-def test_demo_setup_creates_the_operator_once(settings) -> None:  # type: ignore[no-untyped-def]
+def test_demo_setup_creates_the_operator_and_a_customer_once(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     settings.EMBEDDED = True
+    settings.VAR_DIR = tmp_path
     from django.contrib.auth import get_user_model
 
     call_command("demo_setup")
     call_command("demo_setup")
 
-    operator = get_user_model().objects.get(username="admin")
+    operator = get_user_model().objects.get(email="admin@neocloud.local")
     assert operator.is_superuser
     assert operator.check_password("admin")
+    assert Organization.objects.filter(slug="demo-lab").count() == 1
+    assert ApiKey.objects.filter(organization__slug="demo-lab").count() == 1
 
 
 @pytest.mark.postgres

@@ -60,7 +60,7 @@ def test_tail_from_a_position(history: list[int]) -> None:
 
 @pytest.fixture
 def operator_client() -> Client:
-    user = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+    user = get_user_model().objects.create_superuser("op@example.com", "pw")
     client = Client()
     client.force_login(user)
     return client

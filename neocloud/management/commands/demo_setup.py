@@ -1,7 +1,8 @@
 """``manage.py demo_setup``: the demo's data on the embedded default.
 
-For now an operator account for the admin; later issues add the fleet and a tenant.
-Idempotent, and refused outside the embedded default so production never gets these logins.
+An operator for the admin, and a customer organization with a project and an API key. Later
+issues add the fleet. Idempotent, and refused outside the embedded default so production
+never gets these logins.
 """
 
 from __future__ import annotations
@@ -9,10 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-DEMO_OPERATOR = ("admin", "admin@neocloud.local", "admin")
+from neocloud.transactions import atomic_with_retry
+from tenants import services
+from tenants.access import Actor
+from tenants.models import Organization, Scope, User
+
+OPERATOR = ("admin@neocloud.local", "admin")
+CUSTOMER = ("demo@neocloud.local", "demo")
+KEY_FILE = "demo-api-key.txt"
 
 
 class Command(BaseCommand):
@@ -21,8 +28,45 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.EMBEDDED:
             raise CommandError("demo_setup runs only on the embedded default (no DATABASE_URL)")
-        username, email, password = DEMO_OPERATOR
-        users = get_user_model()
-        if not users.objects.filter(username=username).exists():
-            users.objects.create_superuser(username, email, password)
-        self.stdout.write(f"operator login for /admin/: {username} / {password}")
+        actor = Actor.system_actor("demo_setup")
+        if not User.objects.filter(email=OPERATOR[0]).exists():
+            User.objects.create_superuser(*OPERATOR)
+        key_file = settings.VAR_DIR / KEY_FILE
+        if not Organization.objects.filter(slug="demo-lab").exists():
+            customer = User.objects.filter(email=CUSTOMER[0]).first() or atomic_with_retry(
+                services.user_register,
+                actor=actor,
+                email=CUSTOMER[0],
+                password=CUSTOMER[1],
+                full_name="Demo Customer",
+            )
+            organization = atomic_with_retry(
+                services.organization_create,
+                actor=actor,
+                name="Demo Lab",
+                slug="demo-lab",
+                owner=customer,
+            )
+            atomic_with_retry(
+                services.project_create,
+                actor=actor,
+                organization=organization,
+                name="Research",
+                slug="research",
+            )
+            _, secret = atomic_with_retry(
+                services.api_key_create,
+                actor=actor,
+                organization=organization,
+                user=customer,
+                name="demo key",
+                scopes=list(Scope),
+            )
+            key_file.write_text(secret + "\n")
+        self.stdout.write(f"operator (admin):  {OPERATOR[0]} / {OPERATOR[1]}")
+        self.stdout.write(f"customer:          {CUSTOMER[0]} / {CUSTOMER[1]}")
+        if key_file.exists():
+            self.stdout.write(f"customer API key:  {key_file.read_text().strip()}")
+            self.stdout.write(
+                "  try: curl -H 'Authorization: Bearer <key>' http://127.0.0.1:8000/api/v1/projects"
+            )

@@ -1,0 +1,1 @@
+"""Tenancy and access: organizations, projects, members and roles, API keys, quotas."""

@@ -1,0 +1,199 @@
+"""Who may do what: the actor of a request, the permission table, and tenant scoping.
+
+Every queryset the API serves goes through ``Actor.scope``: the one place where tenant
+isolation is decided. A row of an organization the actor cannot see is simply not there, so
+another tenant's object is a 404, never a 403.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TypeVar
+from uuid import UUID
+
+from django.db.models import Model, Q, QuerySet
+
+from tenants.errors import OrganizationSuspended, PermissionDenied
+from tenants.models import (
+    ApiKey,
+    Membership,
+    Organization,
+    ProjectsScope,
+    Role,
+    Scope,
+    TenantPath,
+    User,
+)
+
+M = TypeVar("M", bound=Model)
+
+ALL_ROLES = frozenset(Role)
+READERS = frozenset({Role.OWNER, Role.ADMIN, Role.MEMBER, Role.VIEWER})
+MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
+# The widest scopes a key of each role may carry: viewers and billing only ever read.
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    Role.OWNER: frozenset(Scope),
+    Role.ADMIN: frozenset(Scope),
+    Role.MEMBER: frozenset({Scope.READ, Scope.WRITE}),
+    Role.VIEWER: frozenset({Scope.READ}),
+    Role.BILLING: frozenset({Scope.READ}),
+}
+
+
+class Action(enum.Enum):
+    """What an actor does; ``PERMISSIONS`` says who may."""
+
+    ORGANIZATION_READ = "organization.read"
+    ORGANIZATION_UPDATE = "organization.update"
+    ORGANIZATION_OPERATE = "organization.operate"  # create, suspend, reactivate: operators
+    PROJECT_READ = "project.read"
+    PROJECT_WRITE = "project.write"
+    MEMBER_READ = "member.read"
+    MEMBER_MANAGE = "member.manage"
+    API_KEY_READ = "api_key.read"
+    API_KEY_OWN = "api_key.own"
+    API_KEY_MANAGE = "api_key.manage"
+    QUOTA_READ = "quota.read"
+    QUOTA_WRITE = "quota.write"
+    AUDIT_READ = "audit.read"
+
+
+@dataclass(frozen=True)
+class Permission:
+    roles: frozenset[str]  # empty: operators (staff) only
+    scope: str  # the API key scope it needs
+    starts_something: bool = False  # refused while the organization is suspended
+
+
+PERMISSIONS: dict[Action, Permission] = {
+    Action.ORGANIZATION_READ: Permission(ALL_ROLES, Scope.READ),
+    Action.ORGANIZATION_UPDATE: Permission(MANAGERS, Scope.WRITE),
+    Action.ORGANIZATION_OPERATE: Permission(frozenset(), Scope.ADMIN),
+    Action.PROJECT_READ: Permission(READERS, Scope.READ),
+    Action.PROJECT_WRITE: Permission(MANAGERS, Scope.WRITE, starts_something=True),
+    Action.MEMBER_READ: Permission(READERS, Scope.READ),
+    Action.MEMBER_MANAGE: Permission(MANAGERS, Scope.ADMIN, starts_something=True),
+    Action.API_KEY_READ: Permission(ALL_ROLES, Scope.READ),
+    Action.API_KEY_OWN: Permission(ALL_ROLES, Scope.ADMIN),
+    Action.API_KEY_MANAGE: Permission(MANAGERS, Scope.ADMIN),
+    Action.QUOTA_READ: Permission(READERS, Scope.READ),
+    Action.QUOTA_WRITE: Permission(frozenset(), Scope.ADMIN),
+    Action.AUDIT_READ: Permission(MANAGERS, Scope.READ),
+}
+
+_SCOPE_IMPLIES = {
+    Scope.READ: {Scope.READ},
+    Scope.WRITE: {Scope.READ, Scope.WRITE},
+    Scope.ADMIN: {Scope.READ, Scope.WRITE, Scope.ADMIN},
+}
+
+
+@dataclass
+class Actor:
+    """The user behind a request, through an API key or a session, or a system component."""
+
+    user: User | None
+    api_key: ApiKey | None = None
+    system: str | None = None
+    # Recorded in the metadata of the events this actor causes.
+    correlation_id: str | None = None
+    idempotency_key: str | None = None
+
+    @classmethod
+    def system_actor(cls, name: str) -> Actor:
+        return cls(user=None, system=name)
+
+    @property
+    def label(self) -> str:
+        """How the log records this actor (``metadata.actor``)."""
+        if self.api_key is not None:
+            return f"api_key:{self.api_key.prefix}"
+        if self.user is not None:
+            return f"user:{self.user.pk}"
+        return f"system:{self.system or 'neocloud'}"
+
+    @property
+    def is_staff(self) -> bool:
+        """Operators, and system components (commands, admin on behalf of an operator)."""
+        if self.user is None:
+            return self.system is not None
+        return self.user.is_staff
+
+    @cached_property
+    def memberships(self) -> dict[UUID, Membership]:
+        if self.user is None:
+            return {}
+        rows = Membership.objects.filter(user=self.user).prefetch_related("projects")
+        if self.api_key is not None:
+            rows = rows.filter(organization_id=self.api_key.organization_id)
+        return {m.organization_id: m for m in rows}
+
+    def role_in(self, organization_id: UUID) -> str | None:
+        membership = self.memberships.get(organization_id)
+        return membership.role if membership else None
+
+    def has_scope(self, scope: str) -> bool:
+        if self.api_key is None:
+            return True
+        granted: set[str] = set()
+        for held in self.api_key.scopes:
+            granted |= _SCOPE_IMPLIES[Scope(held)]
+        return scope in granted
+
+    def allowed(self, action: Action, organization: Organization) -> bool:
+        permission = PERMISSIONS[action]
+        if not self.has_scope(permission.scope):
+            return False
+        if self.is_staff:
+            return True
+        if self.api_key is not None and self.api_key.organization_id != organization.id:
+            return False
+        return self.role_in(organization.id) in permission.roles
+
+    def require(self, action: Action, organization: Organization) -> None:
+        """Raise unless the actor may do ``action`` in ``organization`` now."""
+        if not self.allowed(action, organization):
+            raise PermissionDenied(f"not allowed to {action.value} in this organization")
+        if PERMISSIONS[action].starts_something and not organization.is_active:
+            raise OrganizationSuspended(
+                f"organization {organization.slug} is suspended: it can read but start nothing"
+            )
+
+    def visible_project_ids(self, organization_id: UUID) -> set[UUID] | None:
+        """The projects the actor sees in an organization; None for all of them."""
+        if self.api_key is not None and self.api_key.project_id is not None:
+            return {self.api_key.project_id}
+        if self.is_staff:
+            return None
+        membership = self.memberships.get(organization_id)
+        if membership is None:
+            return set()
+        if membership.projects_scope == ProjectsScope.SELECTED and membership.role in {
+            Role.MEMBER,
+            Role.VIEWER,
+        }:
+            return {p.pk for p in membership.projects.all()}
+        return None
+
+    def scope(self, queryset: QuerySet[M], action: Action) -> QuerySet[M]:
+        """Only the rows the actor may see for ``action``: the one tenant filter."""
+        path: TenantPath = queryset.model.tenancy  # type: ignore[attr-defined]
+        permission = PERMISSIONS[action]
+        if not self.has_scope(permission.scope):
+            return queryset.none()
+        if self.is_staff:
+            return queryset
+        condition = Q(pk__in=[])
+        for organization_id, membership in self.memberships.items():
+            if membership.role not in permission.roles:
+                continue
+            visible = self.visible_project_ids(organization_id)
+            if visible is None or path.project is None:
+                condition |= Q(**{path.organization: organization_id})
+            else:
+                # Only rows of the projects the actor sees; organization-level rows (no
+                # project) stay hidden from a member limited to some projects.
+                condition |= Q(**{f"{path.project}__in": visible})
+        return queryset.filter(condition)

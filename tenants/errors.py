@@ -1,0 +1,51 @@
+"""Errors of tenancy and access, each with its stable code."""
+
+from __future__ import annotations
+
+from neocloud.errors import ApplicationError, Conflict, ValidationFailed
+
+
+class PermissionDenied(ApplicationError):
+    code = "permission_denied"
+    http_status = 403
+
+
+class OrganizationSuspended(ApplicationError):
+    code = "organization_suspended"
+    http_status = 403
+
+
+class OwnerRequired(PermissionDenied):
+    code = "owner_required"
+
+
+class LastOwner(Conflict):
+    code = "last_owner"
+    retryable = False
+
+
+class SlugTaken(Conflict):
+    code = "slug_taken"
+    retryable = False
+
+
+class AlreadyMember(Conflict):
+    code = "already_member"
+    retryable = False
+
+
+class InvitationInvalid(ValidationFailed):
+    code = "invitation_invalid"
+
+
+class ScopeNotAllowed(ValidationFailed):
+    code = "scope_not_allowed"
+
+
+class QuotaExceedsOrganization(ValidationFailed):
+    code = "quota_exceeds_organization"
+
+
+class QuotaBelowProjects(Conflict):
+    code = "quota_below_project_quota"
+    retryable = False

@@ -1,0 +1,141 @@
+"""Tenancy events. Every one but ``UserRegistered`` lives in its organization's stream
+(``organization/<id>``): the organization is the aggregate whose invariants (at least one
+owner, project quotas within the organization's) one expected version protects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from events.types import DomainEvent, event_type
+
+ORGANIZATION_STREAM = "organization"
+USER_STREAM = "user"
+
+
+@event_type("tenants.UserRegistered")
+class UserRegistered(DomainEvent):
+    user_id: UUID
+    email: str
+    full_name: str
+    is_staff: bool
+
+
+@event_type("tenants.OrganizationCreated")
+class OrganizationCreated(DomainEvent):
+    organization_id: UUID
+    name: str
+    slug: str
+    billing_email: str
+
+
+@event_type("tenants.OrganizationUpdated")
+class OrganizationUpdated(DomainEvent):
+    name: str
+    billing_email: str
+
+
+@event_type("tenants.OrganizationSuspended")
+class OrganizationSuspended(DomainEvent):
+    reason: str
+
+
+@event_type("tenants.OrganizationReactivated")
+class OrganizationReactivated(DomainEvent):
+    pass
+
+
+@event_type("tenants.ProjectCreated")
+class ProjectCreated(DomainEvent):
+    project_id: UUID
+    name: str
+    slug: str
+    description: str
+
+
+@event_type("tenants.ProjectUpdated")
+class ProjectUpdated(DomainEvent):
+    project_id: UUID
+    name: str
+    description: str
+
+
+@event_type("tenants.MemberAdded")
+class MemberAdded(DomainEvent):
+    membership_id: UUID
+    user_id: UUID
+    role: str
+    projects_scope: str
+    project_ids: list[UUID]
+
+
+@event_type("tenants.MemberRoleChanged")
+class MemberRoleChanged(DomainEvent):
+    membership_id: UUID
+    role: str
+
+
+@event_type("tenants.MemberProjectsChanged")
+class MemberProjectsChanged(DomainEvent):
+    membership_id: UUID
+    projects_scope: str
+    project_ids: list[UUID]
+
+
+@event_type("tenants.MemberRemoved")
+class MemberRemoved(DomainEvent):
+    membership_id: UUID
+
+
+@event_type("tenants.InvitationCreated")
+class InvitationCreated(DomainEvent):
+    invitation_id: UUID
+    email: str
+    role: str
+    projects_scope: str
+    project_ids: list[UUID]
+    token_hash: str
+    invited_by: UUID | None
+    expires_at: datetime
+
+
+@event_type("tenants.InvitationAccepted")
+class InvitationAccepted(DomainEvent):
+    invitation_id: UUID
+    user_id: UUID
+
+
+@event_type("tenants.InvitationRevoked")
+class InvitationRevoked(DomainEvent):
+    invitation_id: UUID
+
+
+@event_type("tenants.ApiKeyCreated")
+class ApiKeyCreated(DomainEvent):
+    api_key_id: UUID
+    user_id: UUID
+    project_id: UUID | None
+    name: str
+    prefix: str
+    key_hash: str  # SHA-256 of a 256-bit random secret: safe to keep, useless to reverse
+    scopes: list[str]
+    expires_at: datetime | None
+
+
+@event_type("tenants.ApiKeyRevoked")
+class ApiKeyRevoked(DomainEvent):
+    api_key_id: UUID
+
+
+@event_type("tenants.QuotaSet")
+class QuotaSet(DomainEvent):
+    quota_id: UUID
+    project_id: UUID | None
+    gpu_model: str
+    max_gpus: int
+    monthly_gpu_hours: int | None
+
+
+@event_type("tenants.QuotaCleared")
+class QuotaCleared(DomainEvent):
+    quota_id: UUID

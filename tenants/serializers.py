@@ -1,0 +1,250 @@
+"""Request validation and response shapes of the tenancy endpoints (no logic here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from events.models import Event
+from tenants.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    Organization,
+    Project,
+    ProjectsScope,
+    Quota,
+    Role,
+    Scope,
+    User,
+)
+
+
+class OrganizationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Organization
+        fields = ["id", "name", "slug", "billing_email", "status", "created_at"]
+        read_only_fields = fields
+
+
+class OrganizationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField(max_length=200)
+    slug = serializers.SlugField(max_length=64, required=False, default="")
+    billing_email = serializers.EmailField(required=False, default="")
+    owner_email = serializers.EmailField()
+
+
+class OrganizationUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField(max_length=200, required=False)
+    billing_email = serializers.EmailField(required=False)
+
+
+class SuspendSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reason = serializers.CharField(max_length=500)
+
+
+class ProjectSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Project
+        fields = ["id", "organization", "name", "slug", "description", "created_at"]
+        read_only_fields = fields
+
+
+class ProjectCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
+    name = serializers.CharField(max_length=200)
+    slug = serializers.SlugField(max_length=64, required=False, default="")
+    description = serializers.CharField(required=False, default="", allow_blank=True)
+
+
+class ProjectUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+
+
+class MembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    email = serializers.EmailField(source="user.email", read_only=True)
+    full_name = serializers.CharField(source="user.full_name", read_only=True)
+    projects: Any = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = [
+            "id",
+            "organization",
+            "user",
+            "email",
+            "full_name",
+            "role",
+            "projects_scope",
+            "projects",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class MembershipUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    role = serializers.ChoiceField(choices=Role.choices, required=False)
+    projects_scope = serializers.ChoiceField(choices=ProjectsScope.choices, required=False)
+    projects = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+
+class InvitationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    state = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "organization",
+            "email",
+            "role",
+            "projects_scope",
+            "project_ids",
+            "state",
+            "created_at",
+            "expires_at",
+        ]
+        read_only_fields = fields
+
+
+class InvitationCreatedSerializer(InvitationSerializer):
+    token = serializers.CharField(read_only=True, help_text="Shown once; send it to the invitee.")
+
+    class Meta(InvitationSerializer.Meta):
+        fields = [*InvitationSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class InvitationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=Role.choices)
+    projects_scope = serializers.ChoiceField(
+        choices=ProjectsScope.choices, required=False, default=ProjectsScope.ALL
+    )
+    projects = serializers.ListField(child=serializers.UUIDField(), required=False, default=list)
+
+
+class InvitationAcceptSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    token = serializers.CharField(max_length=200)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = ApiKey
+        fields = [
+            "id",
+            "organization",
+            "project",
+            "user",
+            "name",
+            "prefix",
+            "scopes",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        ]
+        read_only_fields = fields
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    secret = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="The key itself, shown once: use it as `Authorization: Bearer <secret>`.",
+    )
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = [*ApiKeySerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
+    project = serializers.PrimaryKeyRelatedField(
+        queryset=Project.objects.none(), required=False, allow_null=True, default=None
+    )
+    name = serializers.CharField(max_length=100)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.choices), min_length=1
+    )
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Quota
+        fields = [
+            "id",
+            "organization",
+            "project",
+            "gpu_model",
+            "max_gpus",
+            "monthly_gpu_hours",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class QuotaSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
+    project = serializers.PrimaryKeyRelatedField(
+        queryset=Project.objects.none(), required=False, allow_null=True, default=None
+    )
+    gpu_model = serializers.SlugField(max_length=64)
+    max_gpus = serializers.IntegerField(min_value=0, max_value=1_000_000)
+    monthly_gpu_hours = serializers.IntegerField(
+        min_value=0, max_value=100_000_000, required=False, allow_null=True, default=None
+    )
+
+
+class MeMembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    organization = OrganizationSerializer(read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "organization", "role", "projects_scope"]
+        read_only_fields = fields
+
+
+class MeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    memberships = serializers.SerializerMethodField()
+    api_key = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = ["id", "email", "full_name", "is_staff", "memberships", "api_key"]
+        read_only_fields = fields
+
+    def get_memberships(self, user: User) -> list[dict[str, Any]]:
+        memberships = self.context["memberships"]
+        return list(MeMembershipSerializer(memberships, many=True).data)
+
+    def get_api_key(self, user: User) -> dict[str, Any] | None:
+        api_key = self.context.get("api_key")
+        return dict(ApiKeySerializer(api_key).data) if api_key else None
+
+
+class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    actor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Event
+        fields = [
+            "position",
+            "type",
+            "stream_type",
+            "stream_id",
+            "version",
+            "data",
+            "actor",
+            "recorded_at",
+        ]
+        read_only_fields = fields
+
+    def get_actor(self, event: Event) -> str | None:
+        actor = event.metadata.get("actor")
+        return str(actor) if actor is not None else None
