@@ -21,6 +21,13 @@ class UserRegistered(DomainEvent):
     is_staff: bool
 
 
+@event_type("tenants.UserUpdated")
+class UserUpdated(DomainEvent):
+    full_name: str
+    is_staff: bool
+    is_active: bool
+
+
 @event_type("tenants.OrganizationCreated")
 class OrganizationCreated(DomainEvent):
     organization_id: UUID

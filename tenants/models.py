@@ -223,6 +223,7 @@ class Quota(models.Model):
     gpu_model = models.SlugField(max_length=64)
     max_gpus = models.PositiveIntegerField()
     monthly_gpu_hours = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
     tenancy = TenantPath(organization="organization", project="project")

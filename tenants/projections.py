@@ -176,6 +176,15 @@ class Tenancy(projections.Projection):
                 "monthly_gpu_hours": data["monthly_gpu_hours"],
                 "updated_at": event.recorded_at,
             },
+            create_defaults={
+                "organization_id": event.stream_id,
+                "project_id": data["project_id"],
+                "gpu_model": data["gpu_model"],
+                "max_gpus": data["max_gpus"],
+                "monthly_gpu_hours": data["monthly_gpu_hours"],
+                "created_at": event.recorded_at,
+                "updated_at": event.recorded_at,
+            },
         )
 
     @handles(ev.QuotaCleared)

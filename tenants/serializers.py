@@ -184,6 +184,7 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "gpu_model",
             "max_gpus",
             "monthly_gpu_hours",
+            "created_at",
             "updated_at",
         ]
         read_only_fields = fields

@@ -105,6 +105,26 @@ def user_register(
     return user
 
 
+def user_update(
+    *, actor: Actor, user: User, full_name: str, is_staff: bool, is_active: bool
+) -> User:
+    """Operators change a user's name, operator rights or activity (deactivated: every key
+    and session stops working)."""
+    if not actor.is_staff:
+        raise PermissionDenied("only operators change users")
+    User.objects.filter(pk=user.pk).update(
+        full_name=full_name, is_staff=is_staff, is_active=is_active
+    )
+    store.append(
+        ev.USER_STREAM,
+        str(user.pk),
+        [ev.UserUpdated(full_name=full_name, is_staff=is_staff, is_active=is_active)],
+        expected_version=store.ANY,
+        metadata=_metadata(actor, None),
+    )
+    return User.objects.get(pk=user.pk)
+
+
 def user_get_or_register(*, actor: Actor, email: str) -> User:
     existing = User.objects.filter(email=email.lower()).first()
     return existing or user_register(actor=actor, email=email)
