@@ -14,6 +14,8 @@ import pytest
 from django.db import connection
 from django.db.backends.postgresql.operations import DatabaseOperations
 
+from tests.builders import Builder
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _flush_lifts_append_only_trigger() -> Iterator[None]:
@@ -41,3 +43,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def build() -> Builder:
+    """Tenancy state made through the services."""
+    return Builder()

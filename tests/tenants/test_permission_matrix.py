@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from tenants.models import ApiKey, Role, Scope
-from tests.tenants.conftest import Builder, client_with_key
+from tests.builders import Builder, client_with_key
 
 pytestmark = pytest.mark.django_db
 

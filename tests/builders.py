@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import pytest
 from rest_framework.test import APIClient
 
 from neocloud.transactions import atomic_with_retry
@@ -70,11 +69,6 @@ class Builder:
             scopes=scopes or ROLE_KEY_SCOPES[Role(membership.role)], project=project,
             expires_at=expires_at,
         )
-
-
-@pytest.fixture
-def build() -> Builder:
-    return Builder()
 
 
 def client_with_key(secret: str | None) -> APIClient:
