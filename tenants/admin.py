@@ -310,8 +310,14 @@ class UserAdmin(ServiceAdmin):
 
     def save_model(self, request: HttpRequest, obj: User, form: Any, change: bool) -> None:
         if change:
-            self.run(request, services.user_update, user=obj, full_name=obj.full_name,
-                     is_staff=obj.is_staff, is_active=obj.is_active)
+            self.run(
+                request,
+                services.user_update,
+                user=obj,
+                full_name=obj.full_name,
+                is_staff=obj.is_staff,
+                is_active=obj.is_active,
+            )
         else:
             saved = self.run(
                 request,

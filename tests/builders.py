@@ -37,8 +37,10 @@ class Builder:
     def user(self, email: str | None = None, *, is_staff: bool = False) -> User:
         self.users += 1
         return run(  # type: ignore[no-any-return]
-            services.user_register, email=email or f"user{self.users}@example.com",
-            password="pw", is_staff=is_staff,
+            services.user_register,
+            email=email or f"user{self.users}@example.com",
+            password="pw",
+            is_staff=is_staff,
         )
 
     def organization(self, name: str = "Acme", owner: User | None = None) -> Organization:
@@ -54,19 +56,30 @@ class Builder:
     ) -> Membership:
         user = user or self.user()
         _, token = run(
-            services.invitation_create, organization=organization, email=user.email, role=role,
+            services.invitation_create,
+            organization=organization,
+            email=user.email,
+            role=role,
             **kwargs,
         )
         return run(services.invitation_accept, actor=Actor(user=user), token=token)  # type: ignore[no-any-return]
 
     def key(
-        self, organization: Organization, user: User, scopes: list[str] | None = None,
-        project: Project | None = None, expires_at: datetime | None = None,
+        self,
+        organization: Organization,
+        user: User,
+        scopes: list[str] | None = None,
+        project: Project | None = None,
+        expires_at: datetime | None = None,
     ) -> tuple[ApiKey, str]:
         membership = Membership.objects.get(organization=organization, user=user)
         return run(  # type: ignore[no-any-return]
-            services.api_key_create, organization=organization, user=user, name="k",
-            scopes=scopes or ROLE_KEY_SCOPES[Role(membership.role)], project=project,
+            services.api_key_create,
+            organization=organization,
+            user=user,
+            name="k",
+            scopes=scopes or ROLE_KEY_SCOPES[Role(membership.role)],
+            project=project,
             expires_at=expires_at,
         )
 

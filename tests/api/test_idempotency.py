@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -22,7 +23,7 @@ def owner_secret(build: Builder) -> tuple[Organization, str]:
 
 
 def _post_project(secret: str, org: Organization, name: str, key: str | None = "k-1"):  # type: ignore[no-untyped-def]
-    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    headers: dict[str, Any] = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     return client_with_key(secret).post(
         "/api/v1/projects", {"organization": str(org.pk), "name": name}, format="json", **headers
     )
@@ -56,7 +57,9 @@ def test_the_same_key_with_another_body_is_422(owner_secret: tuple[Organization,
 
 
 @pytest.mark.django_db
-def test_keys_belong_to_their_caller(build: Builder, owner_secret: tuple[Organization, str]) -> None:
+def test_keys_belong_to_their_caller(
+    build: Builder, owner_secret: tuple[Organization, str]
+) -> None:
     org, secret = owner_secret
     other_secret = build.key(org, org.membership_set.get().user)[1]
 

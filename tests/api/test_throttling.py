@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
-from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from tests.builders import Builder, client_with_key
@@ -46,8 +45,3 @@ def test_anonymous_callers_are_throttled_per_ip() -> None:
 
     assert statuses == [200, 200, 429]
     assert client.get("/api/v1/", REMOTE_ADDR="10.0.0.2").status_code == 200
-
-
-def test_throttles_are_configured_for_every_endpoint() -> None:
-    names = [cls.__name__ for cls in api_settings.DEFAULT_THROTTLE_CLASSES]
-    assert names == ["PerKeyThrottle", "PerIpThrottle"]

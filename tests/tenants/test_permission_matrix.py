@@ -1,4 +1,4 @@
-"""Every endpoint × every kind of caller, with the status each must get.
+"""Every endpoint by every kind of caller, with the status each must get.
 
 A new endpoint is one row. Every endpoint needs authentication, so anonymous callers and
 revoked or expired keys are 401 on every row (checked for all rows below the table).
@@ -36,8 +36,10 @@ def world(build: Builder) -> World:
     owner = build.user("owner@a.example")
     org = build.organization("Org A", owner=owner)
     project = build.project(org)
-    members = {role: build.member(org, role) for role in
-               (Role.ADMIN, Role.MEMBER, Role.VIEWER, Role.BILLING)}
+    members = {
+        role: build.member(org, role)
+        for role in (Role.ADMIN, Role.MEMBER, Role.VIEWER, Role.BILLING)
+    }
     target = build.member(org, Role.MEMBER)
     target_key, _ = build.key(org, target.user)
     other = build.organization("Org B", owner=build.user("owner@b.example"))
@@ -52,8 +54,13 @@ def world(build: Builder) -> World:
     expired, secrets["expired_key"] = build.key(org, owner)
     # Time passes: the key's expiry is now behind us.
     ApiKey.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    ids = {"org": str(org.pk), "other_org": str(other.pk), "project": str(project.pk),
-           "target": str(target.pk), "target_key": str(target_key.pk)}
+    ids = {
+        "org": str(org.pk),
+        "other_org": str(other.pk),
+        "project": str(project.pk),
+        "target": str(target.pk),
+        "target_key": str(target_key.pk),
+    }
     return World(ids=ids, secrets=secrets)
 
 
@@ -77,44 +84,82 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, dict[str, int]]] = [
     ("get", "/api/v1/me", None, expect(200)),
     ("get", "/api/v1/organizations", None, expect(200)),
     ("get", "/api/v1/organizations/{org}", None, reads(200, other_owner=404)),
-    ("patch", "/api/v1/organizations/{org}", {"name": "New"},
-     expect(403, **MANAGERS_ONLY, other_owner=404)),
-    ("post", "/api/v1/organizations", {"name": "X", "owner_email": "x@example.com"},
-     expect(403)),
-    ("post", "/api/v1/organizations/{org}/suspend", {"reason": "r"},
-     expect(403, other_owner=404)),
+    (
+        "patch",
+        "/api/v1/organizations/{org}",
+        {"name": "New"},
+        expect(403, **MANAGERS_ONLY, other_owner=404),
+    ),
+    ("post", "/api/v1/organizations", {"name": "X", "owner_email": "x@example.com"}, expect(403)),
+    ("post", "/api/v1/organizations/{org}/suspend", {"reason": "r"}, expect(403, other_owner=404)),
     ("post", "/api/v1/organizations/{org}/reactivate", None, expect(403, other_owner=404)),
-    ("get", "/api/v1/organizations/{org}/events", None,
-     reads(403, **MANAGERS_ONLY, other_owner=404)),
+    (
+        "get",
+        "/api/v1/organizations/{org}/events",
+        None,
+        reads(403, **MANAGERS_ONLY, other_owner=404),
+    ),
     ("get", "/api/v1/projects", None, expect(200)),
     ("get", "/api/v1/projects/{project}", None, reads(200, billing=404, other_owner=404)),
-    ("post", "/api/v1/projects", {"organization": "{org}", "name": "New"},
-     expect(403, owner=201, admin=201, other_owner=400)),
-    ("patch", "/api/v1/projects/{project}", {"description": "d"},
-     expect(403, **MANAGERS_ONLY, billing=404, other_owner=404)),
+    (
+        "post",
+        "/api/v1/projects",
+        {"organization": "{org}", "name": "New"},
+        expect(403, owner=201, admin=201, other_owner=400),
+    ),
+    (
+        "patch",
+        "/api/v1/projects/{project}",
+        {"description": "d"},
+        expect(403, **MANAGERS_ONLY, billing=404, other_owner=404),
+    ),
     ("get", "/api/v1/members", None, expect(200)),
     ("get", "/api/v1/members/{target}", None, reads(200, billing=404, other_owner=404)),
-    ("patch", "/api/v1/members/{target}", {"role": "viewer"},
-     expect(403, **MANAGERS_ONLY, billing=404, other_owner=404)),
-    ("delete", "/api/v1/members/{target}", None,
-     expect(403, owner=204, admin=204, billing=404, other_owner=404)),
+    (
+        "patch",
+        "/api/v1/members/{target}",
+        {"role": "viewer"},
+        expect(403, **MANAGERS_ONLY, billing=404, other_owner=404),
+    ),
+    (
+        "delete",
+        "/api/v1/members/{target}",
+        None,
+        expect(403, owner=204, admin=204, billing=404, other_owner=404),
+    ),
     ("get", "/api/v1/invitations", None, expect(200)),
-    ("post", "/api/v1/invitations", {"organization": "{org}", "email": "n@example.com",
-                                     "role": "member"},
-     expect(403, owner=201, admin=201, other_owner=400)),
+    (
+        "post",
+        "/api/v1/invitations",
+        {"organization": "{org}", "email": "n@example.com", "role": "member"},
+        expect(403, owner=201, admin=201, other_owner=400),
+    ),
     ("get", "/api/v1/api-keys", None, expect(200)),
-    ("post", "/api/v1/api-keys", {"organization": "{org}", "name": "n", "scopes": ["read"]},
-     expect(403, owner=201, admin=201, other_owner=400)),
-    ("post", "/api/v1/api-keys/{target_key}/revoke", None,
-     expect(404, **MANAGERS_ONLY, read_key=404)),
+    (
+        "post",
+        "/api/v1/api-keys",
+        {"organization": "{org}", "name": "n", "scopes": ["read"]},
+        expect(403, owner=201, admin=201, other_owner=400),
+    ),
+    (
+        "post",
+        "/api/v1/api-keys/{target_key}/revoke",
+        None,
+        expect(404, **MANAGERS_ONLY, read_key=404),
+    ),
     ("get", "/api/v1/quotas", None, expect(200)),
-    ("post", "/api/v1/quotas", {"organization": "{org}", "gpu_model": "h100", "max_gpus": 8},
-     expect(403, other_owner=400)),
+    (
+        "post",
+        "/api/v1/quotas",
+        {"organization": "{org}", "gpu_model": "h100", "max_gpus": 8},
+        expect(403, other_owner=400),
+    ),
 ]
 
 
-def _request(world: World, persona: str, method: str, path: str,
-             body: dict[str, Any] | None) -> int:
+def _request(
+    world: World, persona: str, method: str, path: str, body: dict[str, Any] | None
+) -> int:
     client = client_with_key(world.secrets[persona])
     data = {k: world.path(v) if isinstance(v, str) else v for k, v in (body or {}).items()}
     response = getattr(client, method)(world.path(path), data or None, format="json")
