@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class TenantsConfig(AppConfig):
     name = "tenants"
     verbose_name = "Tenants"
+
+    def ready(self) -> None:
+        from tenants import schema  # noqa: F401  (registers the OpenAPI auth scheme)

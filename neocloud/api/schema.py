@@ -69,6 +69,9 @@ class AutoSchema(SpectacularAutoSchema):
         codes = dict(ERRORS_ALWAYS)
         if self.method in {"POST", "PUT", "PATCH", "DELETE"}:
             codes.update(ERRORS_WRITE)
+        elif self._is_list():
+            codes["400"] = "Invalid filter or ordering."
+            codes["404"] = "Invalid page cursor."
         if self.method == "POST" and self._is_idempotent():
             codes["422"] = "`Idempotency-Key` reused with a different request."
         if self._is_detail():
@@ -82,3 +85,6 @@ class AutoSchema(SpectacularAutoSchema):
 
     def _is_detail(self) -> bool:
         return "{" in self.path
+
+    def _is_list(self) -> bool:
+        return self.method == "GET" and self._is_list_view()
