@@ -66,3 +66,27 @@ def test_an_unhandled_api_error_is_a_json_500(client: Client, monkeypatch) -> No
     assert response.status_code == 500
     assert response.json()["error"]["code"] == "server_error"
     assert "boom" not in response.content.decode()
+
+
+def test_session_login_works_and_writes_need_the_csrf_token(build) -> None:  # type: ignore[no-untyped-def]
+    owner = build.user("owner@acme.example")
+    org = build.organization(owner=owner)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+
+    read = browser.get("/api/v1/me")
+    forged = browser.post(
+        "/api/v1/projects", {"organization": str(org.pk), "name": "X"},
+        content_type="application/json",
+    )
+    token = browser.get("/admin/login/").cookies.get("csrftoken")
+    assert token is not None
+    honest = browser.post(
+        "/api/v1/projects", {"organization": str(org.pk), "name": "X"},
+        content_type="application/json", HTTP_X_CSRFTOKEN=token.value,
+    )
+
+    assert read.json()["email"] == "owner@acme.example"
+    assert forged.status_code == 403
+    assert "CSRF" in forged.json()["error"]["message"]
+    assert honest.status_code == 201
