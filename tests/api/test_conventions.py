@@ -76,14 +76,17 @@ def test_session_login_works_and_writes_need_the_csrf_token(build) -> None:  # t
 
     read = browser.get("/api/v1/me")
     forged = browser.post(
-        "/api/v1/projects", {"organization": str(org.pk), "name": "X"},
+        "/api/v1/projects",
+        {"organization": str(org.pk), "name": "X"},
         content_type="application/json",
     )
     token = browser.get("/admin/login/").cookies.get("csrftoken")
     assert token is not None
     honest = browser.post(
-        "/api/v1/projects", {"organization": str(org.pk), "name": "X"},
-        content_type="application/json", HTTP_X_CSRFTOKEN=token.value,
+        "/api/v1/projects",
+        {"organization": str(org.pk), "name": "X"},
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=token.value,
     )
 
     assert read.json()["email"] == "owner@acme.example"
