@@ -11,7 +11,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("tenants.urls")),
 ]
 
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
