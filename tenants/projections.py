@@ -166,24 +166,20 @@ class Tenancy(projections.Projection):
     @handles(ev.QuotaSet)
     def quota_set(self, event: RecordedEvent) -> None:
         data = event.data
+        limits = {
+            "max_gpus": data["max_gpus"],
+            "monthly_gpu_hours": data["monthly_gpu_hours"],
+            "updated_at": event.recorded_at,
+        }
         Quota.objects.update_or_create(
             id=data["quota_id"],
-            defaults={
-                "organization_id": event.stream_id,
-                "project_id": data["project_id"],
-                "gpu_model": data["gpu_model"],
-                "max_gpus": data["max_gpus"],
-                "monthly_gpu_hours": data["monthly_gpu_hours"],
-                "updated_at": event.recorded_at,
-            },
+            defaults=limits,
             create_defaults={
+                **limits,
                 "organization_id": event.stream_id,
                 "project_id": data["project_id"],
                 "gpu_model": data["gpu_model"],
-                "max_gpus": data["max_gpus"],
-                "monthly_gpu_hours": data["monthly_gpu_hours"],
                 "created_at": event.recorded_at,
-                "updated_at": event.recorded_at,
             },
         )
 
