@@ -1,32 +1,41 @@
 """``manage.py bench api``: the tenancy API over HTTP, against a minimal Django view.
 
-The suite seeds a scratch PostgreSQL database through the services (an organization, its
-owner, ``SEED_PROJECTS`` projects and an owner's API key with every scope), starts gunicorn on
-it, and drives three workloads with the same client, one after the other:
+The suite seeds a scratch PostgreSQL database through the services (an owner; an organization
+with ``SEED_PROJECTS`` projects to list; a second one to create projects in, so the listed
+page stays the same all run; an owner's API key with every scope in each), starts gunicorn on
+it, and drives three workloads with the same client:
 
 * ``baseline``: ``GET /bench/baseline``, a minimal Django JSON view (``neocloud.bench_urls``)
   served by the same gunicorn through the same middleware: the floor every request pays;
-* ``list``: ``GET /api/v1/projects`` with the Bearer key (key lookup, throttle, tenant scope,
-  cursor page of the seeded projects);
-* ``create``: ``POST /api/v1/projects`` with a unique slug per request (a service call: row
-  lock on the organization, event append, synchronous projection).
+* ``list``: ``GET /api/v1/projects`` with the Bearer key (key lookup, throttles, tenant scope,
+  a cursor page of the seeded projects);
+* ``create``: ``POST /api/v1/projects`` with a unique name and slug per request (a service
+  call: row lock on the organization, event append, synchronous projection).
 
 The figures are read as ratios against the baseline of the same run, so the machine cancels.
+The workloads run interleaved in ``ROUNDS`` rounds (baseline, list, create, baseline, ...),
+so a slow spell of the machine is shared by all three instead of sinking one.
 
 Server. ``gunicorn -k gthread --workers 2 --threads 4`` for all three workloads: one process
 per core of the 2-core machine it was tuned on (the GIL allows one core per process), and a
-few threads each so a worker keeps its core busy while a request waits on PostgreSQL. It gets
-the settings the command was given, except: the scratch database, ``DEBUG=0``, a per-key
-throttle of ``THROTTLE_RATE`` (so throttling never distorts the load) and
-``neocloud.bench_settings`` (the project's settings with the baseline route). ``REDIS_URL`` is
-passed through unchanged: set, the throttle counters live in Redis, as in production; unset,
-in each worker's memory (``figures.cache`` says which).
+few threads each so a worker keeps its core busy while a request waits on PostgreSQL. Tried
+on 2 cores: 2x1, 4x1 and 4x2 moved the baseline and list by about 10%; creates ran 20-35%
+faster with fewer threads per worker, likely because a thread holding the organization's row
+lock and the append lock then waits less for the GIL behind its siblings. It gets the
+settings the command was given, except: the scratch database, ``DEBUG=0``, a per-key throttle of
+``THROTTLE_RATE`` (so throttling never refuses a request) and ``neocloud.bench_settings``
+(the project's settings with the baseline route). ``REDIS_URL`` is passed through unchanged:
+set, the throttle counters live in Redis, as in production; unset, in each worker's memory
+(``figures.cache`` says which).
 
 Client. ``CLIENTS`` clients, each on its own persistent HTTP/1.1 connection, issue requests
 back to back for a warm-up and then a measured window; a request counts when it completes
-inside the window. They run as threads spread over ``CLIENT_PROCESSES`` forked processes so
-the client's own GIL is not the ceiling (measured on 2 cores: 1 process capped the baseline;
-2 processes matched 4). Non-2xx responses and connection failures count as ``errors``.
+inside the window. Connections are spread evenly over the workers (``Balance``): gunicorn
+gives a keep-alive connection to whichever worker wins ``accept()``, and 16-0 splits, which
+idle a core and halve the figure, were common. The clients are threads in
+``CLIENT_PROCESSES`` forked processes: measured on 2 cores, one process served the baseline
+about 5% slower (its own GIL), two and four equally. Non-2xx responses and connection
+failures count as ``errors``.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from django.core.management.base import CommandError
 from django.db import connection, connections
 
 from neocloud.bench import peak_rss_mb, scratch_database, suite
+from neocloud.bench_urls import WORKER_HEADER
 from neocloud.transactions import atomic_with_retry
 from tenants.access import Actor
 from tenants.models import Scope
@@ -66,6 +76,8 @@ CLIENT_PROCESSES = 2
 SERVER_WORKERS = 2
 SERVER_THREADS = 4
 SEED_PROJECTS = 20
+ROUNDS = 3
+BALANCE_ATTEMPTS = 50
 THROTTLE_RATE = "1000000/min"
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
@@ -76,32 +88,43 @@ SETTINGS_MODULE = "neocloud.bench_settings"
 # --- seed ------------------------------------------------------------------------------------
 
 
-def _seed() -> tuple[str, str]:
-    """The organization's id and the owner's API key secret, created through the services."""
+@dataclass(frozen=True)
+class Seed:
+    """Two organizations of one owner: one read (its page never changes), one written to."""
+
+    read_key: str
+    writes_organization: str
+    write_key: str
+
+
+def _seed() -> Seed:
+    """Created through the services, as an operator's command would."""
     actor = Actor.system_actor("bench")
     owner = atomic_with_retry(
         user_register, actor=actor, email="owner@bench.example", full_name="Bench Owner"
     )
-    organization = atomic_with_retry(
+    read = atomic_with_retry(
         organization_create, actor=actor, name="Bench Lab", owner=owner, slug="bench-lab"
     )
     for n in range(SEED_PROJECTS):
         atomic_with_retry(
-            project_create,
+            project_create, actor=actor, organization=read, name=f"Seeded {n}", slug=f"seeded-{n}"
+        )
+    writes = atomic_with_retry(
+        organization_create, actor=actor, name="Bench Writes", owner=owner, slug="bench-writes"
+    )
+    keys = [
+        atomic_with_retry(
+            api_key_create,
             actor=actor,
             organization=organization,
-            name=f"Seeded {n}",
-            slug=f"seeded-{n}",
-        )
-    _, secret = atomic_with_retry(
-        api_key_create,
-        actor=actor,
-        organization=organization,
-        name="bench",
-        scopes=[Scope.READ, Scope.WRITE, Scope.ADMIN],
-        user=owner,
-    )
-    return str(organization.pk), secret
+            name="bench",
+            scopes=[Scope.READ, Scope.WRITE, Scope.ADMIN],
+            user=owner,
+        )[1]
+        for organization in (read, writes)
+    ]
+    return Seed(read_key=keys[0], writes_organization=str(writes.pk), write_key=keys[1])
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -191,7 +214,7 @@ def _serving(port: int) -> Iterator[subprocess.Popen[bytes]]:
         )
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            while not _answers(port):
+            while not (_answers(port) and len(_children(server.pid)) >= SERVER_WORKERS):
                 if server.poll() is not None:
                     raise CommandError(f"gunicorn exited ({server.returncode}):\n{_tail(log)}")
                 if time.monotonic() > deadline:
@@ -261,6 +284,10 @@ def _children(parent: int) -> list[int]:
 # --- the client ------------------------------------------------------------------------------
 
 
+def _no_body(client: int, n: int) -> bytes | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -268,7 +295,7 @@ class Workload:
     path: str
     headers: dict[str, str] = field(default_factory=dict)
     # (client, n) -> request body; n counts the client's requests, warm-up included.
-    body: Callable[[int, int], bytes | None] = field(default=lambda client, n: None)
+    body: Callable[[int, int], bytes | None] = _no_body
 
 
 @dataclass
@@ -293,41 +320,100 @@ class Window:
     until: float
 
 
-def _client(port: int, workload: Workload, client: int, window: Window, tally: Tally) -> None:
-    """One client: its own keep-alive connection, requests back to back until the window ends."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+class Balance:
+    """Spreads the clients' keep-alive connections evenly over gunicorn's workers.
+
+    Which worker serves a connection is decided once, by whichever wins ``accept()``; all 16
+    on one worker happens, and leaves the other core idle: the figure then measures luck.
+    A client asks the baseline view which worker answered and reconnects until its worker
+    has no more than its share. Shared by the client processes (forked).
+    """
+
+    def __init__(self, context: Any, workers: list[int]) -> None:
+        self.workers = workers
+        self.share = -(-CLIENTS // max(1, len(workers)))
+        self.counts = context.Array("i", max(1, len(workers)))
+
+    def claim(self, worker: int) -> bool:
+        if worker not in self.workers:  # a worker we do not know (restarted): take it
+            return True
+        index = self.workers.index(worker)
+        with self.counts.get_lock():
+            if self.counts[index] >= self.share:
+                return False
+            self.counts[index] += 1
+            return True
+
+    def release(self, worker: int) -> None:
+        if worker in self.workers:
+            with self.counts.get_lock():
+                self.counts[self.workers.index(worker)] -= 1
+
+
+def _connect(port: int, balance: Balance) -> tuple[http.client.HTTPConnection, int]:
+    """A connection to a worker that has room (after ``BALANCE_ATTEMPTS``: any worker)."""
+    for _ in range(BALANCE_ATTEMPTS):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+        conn.request("GET", "/bench/baseline")
+        response = conn.getresponse()
+        response.read()
+        worker = int(response.getheader(WORKER_HEADER) or 0)
+        if balance.claim(worker):
+            return conn, worker
+        conn.close()
+    return http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S), 0
+
+
+def _client(
+    port: int, workload: Workload, client: int, window: Window, balance: Balance, tally: Tally
+) -> None:
+    """One client: its own keep-alive connection, requests back to back until the window
+    ends. A failed request is an error and the client reconnects; failing to reconnect ends
+    the client (also an error)."""
+    conn: http.client.HTTPConnection | None = None
+    worker = 0
     n = 0
     try:
-        while True:
-            sent = time.monotonic()
-            if sent >= window.until:
-                return
+        while (sent := time.monotonic()) < window.until:
+            if conn is None:
+                conn, worker = _connect(port, balance)
+                sent = time.monotonic()
             body = workload.body(client, n)
             n += 1
             try:
                 conn.request(workload.method, workload.path, body=body, headers=workload.headers)
                 response = conn.getresponse()
                 content = response.read()
-                status = response.status
             except (OSError, http.client.HTTPException) as exc:
-                conn.close()  # the next request reconnects
                 tally.errors += 1
                 tally.first_error = tally.first_error or repr(exc)
+                conn.close()
+                balance.release(worker)
+                conn, worker = None, 0
                 continue
             done = time.monotonic()
-            if not 200 <= status < 300:
+            if not 200 <= response.status < 300:
                 tally.errors += 1
-                tally.first_error = tally.first_error or f"HTTP {status}: {content[:300]!r}"
+                tally.first_error = (
+                    tally.first_error or f"HTTP {response.status}: {content[:300]!r}"
+                )
             elif window.measure_from <= done <= window.until:
                 tally.latencies.append(done - sent)
+    except (OSError, http.client.HTTPException) as exc:
+        tally.errors += 1
+        tally.first_error = tally.first_error or f"reconnecting: {exc!r}"
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
+            balance.release(worker)
 
 
-def _clients(port: int, workload: Workload, clients: range, window: Window) -> Tally:
+def _clients(
+    port: int, workload: Workload, clients: range, window: Window, balance: Balance
+) -> Tally:
     tallies = [Tally() for _ in clients]
     threads = [
-        threading.Thread(target=_client, args=(port, workload, client, window, tally))
+        threading.Thread(target=_client, args=(port, workload, client, window, balance, tally))
         for client, tally in zip(clients, tallies, strict=True)
     ]
     for thread in threads:
@@ -341,23 +427,41 @@ def _clients(port: int, workload: Workload, clients: range, window: Window) -> T
 
 
 def _client_process(
-    port: int, workload: Workload, clients: range, window: Window, results: Any
+    port: int, workload: Workload, clients: range, window: Window, balance: Balance, results: Any
 ) -> None:
-    results.put(_clients(port, workload, clients, window))
+    results.put(_clients(port, workload, clients, window, balance))
 
 
-def _load(port: int, workload: Workload, warmup: float, duration: float) -> Tally:
-    """``CLIENTS`` clients over ``CLIENT_PROCESSES`` processes: warm-up, then the window."""
+def _load(
+    port: int,
+    workers: list[int],
+    workload: Workload,
+    first_client: int,
+    warmup: float,
+    duration: float,
+) -> Tally:
+    """``CLIENTS`` clients over ``CLIENT_PROCESSES`` processes: warm-up, then the window.
+
+    Clients are numbered from ``first_client``, so every round's bodies differ.
+    """
     connections.close_all()  # forked children must not share the parent's sessions
     context = multiprocessing.get_context("fork")
     results = context.Queue()
+    balance = Balance(context, workers)
     begin = time.monotonic() + 0.2  # let the processes start before anyone is measured
     window = Window(measure_from=begin + warmup, until=begin + warmup + duration)
     per_process = -(-CLIENTS // CLIENT_PROCESSES)
     processes = [
         context.Process(
             target=_client_process,
-            args=(port, workload, range(start, min(start + per_process, CLIENTS)), window, results),
+            args=(
+                port,
+                workload,
+                range(first_client + start, first_client + min(start + per_process, CLIENTS)),
+                window,
+                balance,
+                results,
+            ),
         )
         for start in range(0, CLIENTS, per_process)
     ]
@@ -392,26 +496,32 @@ def _ratio(ours: float, baseline: float) -> float | None:
     return round(ours / baseline, 3) if baseline else None
 
 
-def _workloads(organization: str, secret: str) -> list[Workload]:
-    auth = {"Authorization": f"Bearer {secret}"}
-
+def _workloads(seed: Seed) -> list[Workload]:
     def create_body(client: int, n: int) -> bytes:
         tag = f"{client}-{n}"
         return json.dumps(
-            {"organization": organization, "name": f"bench {tag}", "slug": f"bench-{tag}"}
+            {
+                "organization": seed.writes_organization,
+                "name": f"bench {tag}",
+                "slug": f"bench-{tag}",
+            }
         ).encode()
 
     return [
         Workload("baseline", "GET", "/bench/baseline"),
-        Workload("list", "GET", "/api/v1/projects", headers=auth),
+        Workload("list", "GET", "/api/v1/projects", headers=_bearer(seed.read_key)),
         Workload(
             "create",
             "POST",
             "/api/v1/projects",
-            headers={**auth, "Content-Type": "application/json"},
+            headers={**_bearer(seed.write_key), "Content-Type": "application/json"},
             body=create_body,
         ),
     ]
+
+
+def _bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
 
 
 def _gunicorn_version() -> str:
@@ -427,29 +537,41 @@ def api(scale: float) -> dict[str, Any]:
     """Requests per second and latency of the tenancy API; see the module docstring."""
     if connection.vendor != "postgresql":
         raise CommandError("bench api measures PostgreSQL: set DATABASE_URL")
-    duration = max(1.0, 8.0 * scale)
-    warmup = max(0.5, 2.0 * scale)
-    figures: dict[str, Any] = {}
-    errors: dict[str, int] = {}
-    first_errors: dict[str, str] = {}
+    duration = max(1.0, 8.0 * scale)  # measured, per workload, over all rounds
+    warmup = max(0.5, 2.0 * scale)  # before the first round; later rounds only reconnect
+    rewarm = min(warmup, 0.5)
+    tallies: dict[str, Tally] = {}
     with scratch_database():
-        organization, secret = _seed()
+        seed = _seed()
         server_version = connection.cursor().connection.info.server_version
         port = _free_port()
         with _serving(port) as server:
-            for workload in _workloads(organization, secret):
-                tally = _load(port, workload, warmup, duration)
-                figures.update(_figures(workload.name, tally, duration))
-                errors[workload.name] = tally.errors
-                if tally.first_error:
-                    first_errors[workload.name] = tally.first_error
+            workers = _children(server.pid)
+            # Rounds interleave the workloads, so a slow spell of the machine (another
+            # process, a noisy neighbour) is shared by all three instead of sinking one.
+            for round_ in range(ROUNDS):
+                for workload in _workloads(seed):
+                    tally = _load(
+                        port,
+                        workers,
+                        workload,
+                        first_client=round_ * CLIENTS,
+                        warmup=warmup if round_ == 0 else rewarm,
+                        duration=duration / ROUNDS,
+                    )
+                    tallies.setdefault(workload.name, Tally()).add(tally)
             server_peak = _server_peak_rss_mb(server.pid)
 
-    figures["errors"] = errors
+    figures: dict[str, Any] = {}
+    for name, tally in tallies.items():
+        figures.update(_figures(name, tally, duration))
+    figures["errors"] = {name: tally.errors for name, tally in tallies.items()}
+    first_errors = {name: t.first_error for name, t in tallies.items() if t.first_error}
     if first_errors:
         figures["first_errors"] = first_errors
     figures["clients"] = CLIENTS
     figures["client_processes"] = CLIENT_PROCESSES
+    figures["rounds"] = ROUNDS
     figures["duration_s"] = duration
     figures["warmup_s"] = warmup
     figures["seeded_projects"] = SEED_PROJECTS

@@ -1,0 +1,46 @@
+"""``manage.py bench api`` runs end to end and prints its figures. Benchmarks measure; this
+test only checks that every figure is there and that no request failed, never a timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+WORKLOADS = ("baseline", "list", "create")
+
+
+@pytest.mark.postgres
+def test_the_api_benchmark_prints_its_figures_as_json() -> None:
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench", "api", "--json", "--scale", "0.05"],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "neocloud.settings", "SECRET_KEY": "bench"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert figures["suite"] == "api"
+    assert figures["unit"] == "requests/s"
+    assert set(figures["ratios"]) == {"list_vs_baseline", "create_vs_baseline"}
+    assert all(ratio > 0 for ratio in figures["ratios"].values())
+    measured = figures["figures"]
+    assert measured["errors"] == dict.fromkeys(WORKLOADS, 0)
+    for workload in WORKLOADS:
+        assert measured[f"{workload}_rps"] > 0
+        assert measured[f"{workload}_p50_ms"] <= measured[f"{workload}_p95_ms"]
+    for key in ("list_rps", "create_rps", "list_p95_ms", "create_p95_ms"):
+        assert figures[key] == measured[key]
+    assert measured["clients"] == 16
+    assert measured["server"].startswith("gunicorn")
+    assert figures["peak_rss_mb"] > 0
+    assert figures["server_peak_rss_mb"] > 0
+    assert figures["machine"]["cpus"] >= 1
