@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "neocloud",
     "events",
     "tenants",
+    "inventory",
 ]
 AUTH_USER_MODEL = "tenants.User"
 
@@ -138,6 +139,9 @@ CELERY_BEAT_SCHEDULE = {
 # --- Event store ----------------------------------------------------------------------------
 # Consumers wait on LISTEN/NOTIFY on PostgreSQL; this is the poll fallback (and SQLite's pace).
 EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
+
+# --- Provisioning ---------------------------------------------------------------------------
+PROVISIONING_DRIVER = os.environ.get("PROVISIONING_DRIVER", "simulated")
 
 # --- Stripe (filled in by the billing issue) ------------------------------------------------
 STRIPE_API_KEY = os.environ.get("STRIPE_API_KEY", "")

@@ -1,0 +1,395 @@
+"""Fleet writes: definitions (idempotent, so imports can run again), node lifecycle through
+the table of ``lifecycle``, heartbeats. Each node write locks the node's row, then appends to
+its stream with the version it read.
+
+Provisioning itself (the steps, their retries) runs in ``provisioning`` and ``tasks``; the
+services only start a run and hand it to a worker once the transaction commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from events import store
+from events.store import Metadata
+from events.types import DomainEvent
+from inventory import events as ev
+from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
+from inventory.errors import InvalidTransition, UnknownGpu
+from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
+from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
+from tenants import secrets
+from tenants.access import Actor
+from tenants.errors import PermissionDenied
+
+# Deterministic ids: importing the same fleet twice names the same rows.
+FLEET_NAMESPACE = uuid.UUID("7c1f2f5e-4f0e-4e55-9f43-6e656f636c64")
+HEARTBEAT_MONITORED = frozenset({NodeState.READY, NodeState.CORDONED, NodeState.DRAINING})
+
+
+def fleet_id(*parts: str) -> uuid.UUID:
+    return uuid.uuid5(FLEET_NAMESPACE, "/".join(parts))
+
+
+def _require_operator(actor: Actor) -> None:
+    if not actor.is_staff:
+        raise PermissionDenied("only operators change the fleet")
+
+
+def _metadata(actor: Actor) -> Metadata:
+    return Metadata(
+        actor=actor.label,
+        correlation_id=actor.correlation_id,
+        idempotency_key=actor.idempotency_key,
+    )
+
+
+def _append(
+    actor: Actor,
+    stream_type: str,
+    stream_id: str,
+    events: Sequence[DomainEvent],
+    expected_version: int,
+) -> None:
+    store.append(
+        stream_type, stream_id, events, expected_version=expected_version, metadata=_metadata(actor)
+    )
+
+
+# --- definitions ---------------------------------------------------------------------------
+
+
+def gpu_model_define(
+    *,
+    actor: Actor,
+    slug: str,
+    name: str,
+    vendor: str,
+    memory_gib: int,
+    interconnect: str,
+    shareable: bool,
+    mig_profiles: Sequence[str] = (),
+) -> GpuModel:
+    _require_operator(actor)
+    wanted = ev.GpuModelDefined(
+        slug=slug,
+        name=name,
+        vendor=vendor,
+        memory_gib=memory_gib,
+        interconnect=interconnect,
+        shareable=shareable,
+        mig_profiles=list(mig_profiles),
+    )
+    current = GpuModel.objects.filter(slug=slug).values().first()
+    if current != wanted.model_dump():
+        _append(
+            actor,
+            ev.GPU_MODEL_STREAM,
+            slug,
+            [wanted],
+            store.stream_version(ev.GPU_MODEL_STREAM, slug),
+        )
+    return GpuModel.objects.get(slug=slug)
+
+
+def region_define(*, actor: Actor, slug: str, name: str) -> Region:
+    _require_operator(actor)
+    if not Region.objects.filter(slug=slug, name=name).exists():
+        _append(
+            actor,
+            ev.REGION_STREAM,
+            slug,
+            [ev.RegionDefined(slug=slug, name=name)],
+            store.stream_version(ev.REGION_STREAM, slug),
+        )
+    return Region.objects.get(slug=slug)
+
+
+def cluster_define(*, actor: Actor, region: Region, slug: str, name: str) -> Cluster:
+    _require_operator(actor)
+    cluster_id = fleet_id("cluster", slug)
+    if not Cluster.objects.filter(id=cluster_id, region=region, name=name).exists():
+        _append(
+            actor,
+            ev.CLUSTER_STREAM,
+            str(cluster_id),
+            [ev.ClusterDefined(cluster_id=cluster_id, region=region.slug, slug=slug, name=name)],
+            store.stream_version(ev.CLUSTER_STREAM, str(cluster_id)),
+        )
+    return Cluster.objects.get(id=cluster_id)
+
+
+def rack_define(
+    *, actor: Actor, cluster: Cluster, name: str, leaf_switch: str = "", spine: str = ""
+) -> Rack:
+    _require_operator(actor)
+    rack_id = fleet_id("rack", cluster.slug, name)
+    leaf_switch = leaf_switch or f"leaf-{name}"
+    if not Rack.objects.filter(id=rack_id, leaf_switch=leaf_switch, spine=spine).exists():
+        cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        _append(
+            actor,
+            ev.CLUSTER_STREAM,
+            str(cluster.pk),
+            [ev.RackDefined(rack_id=rack_id, name=name, leaf_switch=leaf_switch, spine=spine)],
+            cluster.version,
+        )
+    return Rack.objects.get(id=rack_id)
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """A GPU as an import describes it."""
+
+    index: int
+    nvlink_domain: int = 0
+    uuid: str = ""
+
+
+def node_register(
+    *,
+    actor: Actor,
+    cluster: Cluster,
+    name: str,
+    gpu_model: GpuModel | None,
+    cpu_milli: int,
+    memory_mib: int,
+    gpus: Sequence[GpuSlot],
+    rack: Rack | None = None,
+) -> tuple[Node, str | None]:
+    """Register a node with its GPUs; the node agent's token is returned once (None when the
+    node was known: then only a changed description is recorded)."""
+    _require_operator(actor)
+    node_id = fleet_id("node", cluster.slug, name)
+    existing = Node.objects.select_for_update().filter(id=node_id).first()
+    if existing is not None:
+        wanted = ev.NodeRespecified(
+            rack_id=rack.pk if rack else None, cpu_milli=cpu_milli, memory_mib=memory_mib
+        )
+        if (existing.rack_id, existing.cpu_milli, existing.memory_mib) != (
+            wanted.rack_id,
+            wanted.cpu_milli,
+            wanted.memory_mib,
+        ):
+            _append(actor, ev.NODE_STREAM, str(node_id), [wanted], existing.version)
+        return Node.objects.get(pk=node_id), None
+    token = secrets.new_token()
+    specs = [
+        ev.GpuSpec(
+            gpu_id=fleet_id("gpu", cluster.slug, name, str(slot.index)),
+            index=slot.index,
+            uuid=slot.uuid or _gpu_uuid(cluster.slug, name, slot.index),
+            nvlink_domain=slot.nvlink_domain,
+        )
+        for slot in gpus
+    ]
+    _append(
+        actor,
+        ev.NODE_STREAM,
+        str(node_id),
+        [
+            ev.NodeRegistered(
+                node_id=node_id,
+                cluster_id=cluster.pk,
+                rack_id=rack.pk if rack else None,
+                name=name,
+                gpu_model=gpu_model.slug if gpu_model else None,
+                cpu_milli=cpu_milli,
+                memory_mib=memory_mib,
+                gpus=specs,
+                token_hash=secrets.digest(token),
+            )
+        ],
+        0,
+    )
+    return Node.objects.get(pk=node_id), token
+
+
+def node_token_rotate(*, actor: Actor, node: Node) -> tuple[Node, str]:
+    """A new node-agent token (shown once); the old one stops working at once."""
+    _require_operator(actor)
+    node = _locked(node)
+    token = secrets.new_token()
+    _append(
+        actor,
+        ev.NODE_STREAM,
+        str(node.pk),
+        [ev.NodeTokenRotated(token_hash=secrets.digest(token))],
+        node.version,
+    )
+    return Node.objects.get(pk=node.pk), token
+
+
+# --- lifecycle -----------------------------------------------------------------------------
+
+
+def _locked(node: Node) -> Node:
+    """The node as it is now, locked until the transaction ends (then the append lock)."""
+    return Node.objects.select_for_update().get(pk=node.pk)
+
+
+def _transition(node: Node, action: NodeAction, reason: str) -> ev.NodeStateChanged:
+    current = NodeState(node.state)
+    target = next_state(current, action)
+    if target is None:
+        raise InvalidTransition(
+            f"node {node.name} is {current}: cannot {action}",
+            details={
+                "state": current.value,
+                "action": action.value,
+                "allowed": [a.value for a in allowed_actions(current)],
+            },
+        )
+    return ev.NodeStateChanged(
+        action=action.value, from_state=current.value, to_state=target.value, reason=reason
+    )
+
+
+def node_transition(*, actor: Actor, node: Node, action: NodeAction, reason: str = "") -> Node:
+    """Apply one lifecycle action (operators' cordon, uncordon, drain, maintenance)."""
+    _require_operator(actor)
+    node = _locked(node)
+    changes: list[DomainEvent] = [_transition(node, action, reason)]
+    if action is NodeAction.DRAIN and not _has_allocations(node):
+        # Nothing runs on it: the drain is complete at once.
+        changes.append(
+            ev.NodeStateChanged(
+                action=NodeAction.MAINTENANCE.value,
+                from_state=NodeState.DRAINING.value,
+                to_state=NodeState.MAINTENANCE.value,
+                reason="drained",
+            )
+        )
+    _append(actor, ev.NODE_STREAM, str(node.pk), changes, node.version)
+    return Node.objects.get(pk=node.pk)
+
+
+def _has_allocations(node: Node) -> bool:
+    """Whether workloads are placed on the node. No allocations exist before the scheduler
+    (issue 6) records them, so a drain completes at once until then."""
+    return False
+
+
+def node_provision(*, actor: Actor, node: Node) -> Node:
+    """Start a provisioning run; a worker takes it over once this commits."""
+    _require_operator(actor)
+    node = _locked(node)
+    run = node.provisioning_run + 1
+    _append(
+        actor,
+        ev.NODE_STREAM,
+        str(node.pk),
+        [
+            _transition(node, NodeAction.PROVISION, f"provisioning run {run}"),
+            ev.ProvisioningStarted(run=run, phase="provision", steps=list(PROVISION_STEPS)),
+        ],
+        node.version,
+    )
+    _dispatch_on_commit(node.pk)
+    return Node.objects.get(pk=node.pk)
+
+
+def node_decommission(*, actor: Actor, node: Node, reason: str = "") -> Node:
+    """Retire the node; a worker tears its resources down once this commits."""
+    _require_operator(actor)
+    node = _locked(node)
+    run = node.provisioning_run + 1
+    _append(
+        actor,
+        ev.NODE_STREAM,
+        str(node.pk),
+        [
+            _transition(node, NodeAction.DECOMMISSION, reason),
+            ev.ProvisioningStarted(run=run, phase="teardown", steps=list(TEARDOWN_STEPS)),
+        ],
+        node.version,
+    )
+    _dispatch_on_commit(node.pk)
+    return Node.objects.get(pk=node.pk)
+
+
+def _dispatch_on_commit(node_id: uuid.UUID) -> None:
+    from inventory.provisioning import provisioning_dispatch
+
+    transaction.on_commit(lambda: provisioning_dispatch(node_id))
+
+
+def node_fail(*, actor: Actor, node: Node, reason: str) -> Node:
+    """Mark the node failed (heartbeats lost, provisioning gave up, an operator said so)."""
+    node = _locked(node)
+    _append(
+        actor,
+        ev.NODE_STREAM,
+        str(node.pk),
+        [_transition(node, NodeAction.FAIL, reason)],
+        node.version,
+    )
+    return Node.objects.get(pk=node.pk)
+
+
+# --- health ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    index: int
+    healthy: bool
+    reason: str = ""
+
+
+def node_heartbeat(*, actor: Actor, node: Node, gpus: Sequence[GpuHealth]) -> Node:
+    """A node agent reports in. The time is telemetry (written in place); a GPU that turns
+    faulty or recovers is an event."""
+    node = _locked(node)
+    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now())
+    known = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
+    changes: list[DomainEvent] = []
+    for report in gpus:
+        gpu = known.get(report.index)
+        if gpu is None:
+            raise UnknownGpu(
+                f"node {node.name} has no GPU {report.index}",
+                fields={"gpus": [f"unknown index {report.index}"]},
+            )
+        if gpu.healthy and not report.healthy:
+            changes.append(ev.GpuFailed(index=report.index, reason=report.reason or "reported"))
+        elif not gpu.healthy and report.healthy:
+            changes.append(ev.GpuRecovered(index=report.index))
+    if changes:
+        _append(actor, ev.NODE_STREAM, str(node.pk), changes, node.version)
+    return Node.objects.get(pk=node.pk)
+
+
+def heartbeats_check(
+    *, actor: Actor, threshold: timedelta, now: datetime | None = None
+) -> list[Node]:
+    """Fail every monitored node not heard from within ``threshold`` (a node that never sent
+    one is measured from when it became ready)."""
+    now = now or timezone.now()
+    failed = []
+    for node in Node.objects.filter(state__in=HEARTBEAT_MONITORED):
+        last_seen = node.last_heartbeat_at or node.state_changed_at
+        if now - last_seen > threshold:
+            with transaction.atomic():
+                fresh = _locked(node)
+                seen = fresh.last_heartbeat_at or fresh.state_changed_at
+                if fresh.state in HEARTBEAT_MONITORED and now - seen > threshold:
+                    failed.append(
+                        node_fail(
+                            actor=actor,
+                            node=fresh,
+                            reason=f"heartbeat missed since {seen.isoformat()}",
+                        )
+                    )
+    return failed
+
+
+def _gpu_uuid(cluster: str, node: str, index: int) -> str:
+    """A stable stand-in for the UUID nvidia-smi reports, when an import gives none."""
+    return f"GPU-{fleet_id('gpu-uuid', cluster, node, str(index))}"
