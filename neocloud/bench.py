@@ -6,6 +6,7 @@ is compared against in the same run, the ratios, and the process's peak memory.
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ def peak_rss_mb() -> float:
 
 @contextmanager
 def scratch_database() -> Iterator[None]:
-    """Run inside a throwaway, migrated copy of the configured database (``<name>_bench``).
+    """Run inside a throwaway, migrated copy of the configured database (``<name>_bench_<pid>``).
 
     Benchmarks write hundreds of thousands of events; the real log must never receive them,
     and the log cannot be emptied afterwards (it is append-only), so the database is dropped.
@@ -48,7 +49,8 @@ def scratch_database() -> Iterator[None]:
     original = connection.settings_dict["NAME"]
     connection.settings_dict["TEST"] = {
         **connection.settings_dict.get("TEST", {}),
-        "NAME": f"{original}_bench",
+        # Per process: two benchmarks at once must not drop each other's database.
+        "NAME": f"{original}_bench_{os.getpid()}",
     }
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django_filters.filterset import filterset_factory
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -31,7 +32,7 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
     queryset = Organization.objects.all()
     serializer_class = s.OrganizationSerializer
     read_action = Action.ORGANIZATION_READ
-    filterset_fields = ["status", "slug"]
+    filterset_class = filterset_factory(Organization, fields=["status", "slug"])
     ordering_fields = ["slug", "created_at"]
 
     @extend_schema(
@@ -97,7 +98,7 @@ class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVie
     queryset = Project.objects.all()
     serializer_class = s.ProjectSerializer
     read_action = Action.PROJECT_READ
-    filterset_fields = ["organization", "slug"]
+    filterset_class = filterset_factory(Project, fields=["organization", "slug"])
     ordering_fields = ["slug", "created_at"]
 
     @extend_schema(request=s.ProjectCreateSerializer, responses={201: s.ProjectSerializer})
@@ -120,7 +121,7 @@ class MembershipViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     queryset = Membership.objects.select_related("user").prefetch_related("projects")
     serializer_class = s.MembershipSerializer
     read_action = Action.MEMBER_READ
-    filterset_fields = ["organization", "role"]
+    filterset_class = filterset_factory(Membership, fields=["organization", "role"])
     ordering_fields = ["created_at", "role"]
 
     @extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipSerializer)
@@ -151,7 +152,7 @@ class InvitationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
     queryset = Invitation.objects.all()
     serializer_class = s.InvitationSerializer
     read_action = Action.MEMBER_MANAGE
-    filterset_fields = ["organization", "email"]
+    filterset_class = filterset_factory(Invitation, fields=["organization", "email"])
     ordering_fields = ["created_at"]
 
     @extend_schema(
@@ -192,7 +193,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantView
     queryset = ApiKey.objects.all()
     serializer_class = s.ApiKeySerializer
     read_action = Action.API_KEY_MANAGE
-    filterset_fields = ["organization", "project", "user"]
+    filterset_class = filterset_factory(ApiKey, fields=["organization", "project", "user"])
     ordering_fields = ["created_at", "last_used_at"]
 
     def get_queryset(self) -> QuerySet[Any]:
@@ -223,7 +224,7 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewS
     queryset = Quota.objects.all()
     serializer_class = s.QuotaSerializer
     read_action = Action.QUOTA_READ
-    filterset_fields = ["organization", "project", "gpu_model"]
+    filterset_class = filterset_factory(Quota, fields=["organization", "project", "gpu_model"])
     ordering_fields = ["gpu_model", "updated_at"]
 
     @extend_schema(request=s.QuotaSetSerializer, responses={201: s.QuotaSerializer})

@@ -121,6 +121,8 @@ class Project(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["organization", "slug"], name="project_slug_per_org"),
         ]
+        # Lists page by creation time within an organization.
+        indexes = [models.Index(fields=["organization", "created_at"], name="project_org_created")]
 
     def __str__(self) -> str:
         return f"{self.organization.slug}/{self.slug}"
