@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -13,33 +12,17 @@ from tenants import secrets
 from tenants.models import ApiKey, Membership
 from tenants.services import api_key_mark_used
 
-MEMBERSHIP_FIELDS = ("id", "role", "projects_scope", "created_at")
-
 
 def _key_with_membership(prefix: str) -> ApiKey | None:
-    """The key, its user and the user's membership in the key's organization: one query,
-    since every authenticated request needs all three."""
-    membership = Membership.objects.filter(
-        organization_id=OuterRef("organization_id"), user_id=OuterRef("user_id")
-    )
-    api_key = (
-        ApiKey.objects.select_related("user")
-        .annotate(**{f"m_{f}": Subquery(membership.values(f)[:1]) for f in MEMBERSHIP_FIELDS})
-        .filter(prefix=prefix)
-        .first()
-    )
-    if api_key is None:
-        return None
-    values = {f: getattr(api_key, f"m_{f}") for f in MEMBERSHIP_FIELDS}
-    values |= {"organization_id": api_key.organization_id, "user_id": api_key.user_id}
-    # from_db takes the values in the order of the model's concrete fields.
-    fields = [f.attname for f in Membership._meta.concrete_fields]
-    # Read by tenants.access.Actor.memberships.
-    api_key.membership = (  # type: ignore[attr-defined]
-        Membership.from_db("default", fields, [values[f] for f in fields])
-        if values["id"] is not None
-        else None
-    )
+    """The key with its user, and the user's membership in the key's organization, which
+    every authenticated request needs (two plain queries: cheaper to compile than one with
+    subqueries)."""
+    api_key = ApiKey.objects.select_related("user").filter(prefix=prefix).first()
+    if api_key is not None:
+        # Read by tenants.access.Actor.memberships (None: the user left the organization).
+        api_key.membership = Membership.objects.filter(  # type: ignore[attr-defined]
+            organization_id=api_key.organization_id, user_id=api_key.user_id
+        ).first()
     return api_key
 
 
