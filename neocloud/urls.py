@@ -9,6 +9,7 @@ from neocloud.api.root import ApiRootView
 api_v1: list[URLPattern | URLResolver] = [
     path("", ApiRootView.as_view(), name="api-root"),
     path("", include("tenants.urls")),
+    path("", include("inventory.urls")),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [
