@@ -137,7 +137,7 @@ class ProvisioningStep(models.Model):
     run = models.PositiveIntegerField()
     phase = models.CharField(max_length=16)  # provision | teardown
     step = models.CharField(max_length=32)
-    status = models.CharField(max_length=16)  # running | succeeded | failed
+    status = models.CharField(max_length=16)  # running | retrying | succeeded | failed
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)

@@ -4,6 +4,7 @@ With nothing set, the embedded default runs: SQLite under ``var/``, Celery tasks
 ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` switch to the production components.
 """
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ def env_bool(name: str, default: bool) -> bool:
     if value is None:
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_json(name: str, default: str) -> Any:
+    return json.loads(os.environ.get(name, default))
 
 
 def env_list(name: str, default: str) -> list[str]:
@@ -132,8 +137,21 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Redis has no acks: a message taken by a worker that died comes back after this. Keep it
+# above the longest task run + retry countdown, or the message is delivered twice (harmless for
+# idempotent steps, but wasted work).
+_visibility_timeout = float(os.environ.get("CELERY_VISIBILITY_TIMEOUT_S", "3600"))
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": _visibility_timeout,
+    # How often workers sweep for such messages (kombu's default is every ~100 s).
+    "unacked_restore_interval": max(1, min(10, int(_visibility_timeout // 5))),
+    "unacked_restore_throttle": 1,
+}
 CELERY_BEAT_SCHEDULE = {
     "idempotency-purge": {"task": "neocloud.idempotency_purge", "schedule": 3600.0},
+    "provisioning-reconcile": {"task": "inventory.reconcile_provisioning", "schedule": 60.0},
+    "heartbeat-check": {"task": "inventory.check_heartbeats", "schedule": 15.0},
 }
 
 # --- Event store ----------------------------------------------------------------------------
@@ -142,6 +160,18 @@ EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
 
 # --- Provisioning ---------------------------------------------------------------------------
 PROVISIONING_DRIVER = os.environ.get("PROVISIONING_DRIVER", "simulated")
+PROVISIONING_MAX_ATTEMPTS = int(os.environ.get("PROVISIONING_MAX_ATTEMPTS", "5"))  # per step
+PROVISIONING_RETRY_BASE_S = float(os.environ.get("PROVISIONING_RETRY_BASE_S", "1.0"))  # 1, 2, 4 s
+PROVISIONING_STEP_TIMEOUT_S = int(os.environ.get("PROVISIONING_STEP_TIMEOUT_S", "60"))
+PROVISIONING_STALE_AFTER_S = float(os.environ.get("PROVISIONING_STALE_AFTER_S", "300"))
+# The simulated driver: per-step delay (seconds, or {"default": s, "<step>": s}), injected
+# faults ({"<step>": {"fail"|"hang"|"crash": probability, "first_attempts": n}}), seeded.
+SIMULATED_STEP_DELAY_S = env_json("SIMULATED_STEP_DELAY_S", "0.05")
+SIMULATED_FAULTS = env_json("SIMULATED_FAULTS", "{}")
+SIMULATED_SEED = int(os.environ.get("SIMULATED_SEED", "0"))
+SIMULATED_HANG_S = float(os.environ.get("SIMULATED_HANG_S", "3600"))
+# A ready, cordoned or draining node not heard from for this long is failed.
+HEARTBEAT_TIMEOUT_S = float(os.environ.get("HEARTBEAT_TIMEOUT_S", "90"))
 
 # --- Stripe (filled in by the billing issue) ------------------------------------------------
 STRIPE_API_KEY = os.environ.get("STRIPE_API_KEY", "")

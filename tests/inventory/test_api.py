@@ -227,3 +227,16 @@ def test_topology_nests_racks_nodes_and_nvlink_domains(
             ],
         }
     ]
+
+
+def test_the_heartbeat_task_fails_silent_nodes(fleet: Cluster, settings) -> None:  # type: ignore[no-untyped-def]
+    from inventory.tasks import check_heartbeats
+
+    silent = put_in_state(node(fleet, "silent")[0], NodeState.READY)
+    Node.objects.filter(pk=silent.pk).update(
+        last_heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    settings.HEARTBEAT_TIMEOUT_S = 60
+
+    assert check_heartbeats() == 1
+    assert Node.objects.get(pk=silent.pk).state == NodeState.FAILED
