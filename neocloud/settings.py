@@ -217,4 +217,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # One line per task is a worker's business; in-process (eager) it drowns the demo's output.
+    "loggers": {"celery.app.trace": {"level": "INFO" if REDIS_URL else "WARNING"}},
 }

@@ -1,8 +1,8 @@
 """``manage.py demo_setup``: the demo's data on the embedded default.
 
-An operator for the admin, and a customer organization with a project and an API key. Later
-issues add the fleet. Idempotent, and refused outside the embedded default so production
-never gets these logins.
+An operator for the admin; a customer organization with a project and an API key; the fleet
+of ``examples/fleet.yaml``, provisioned through the simulated driver (in-process tasks).
+Idempotent, and refused outside the embedded default so production never gets these logins.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory import fleet_import
+from inventory import services as inventory_services
+from inventory.lifecycle import NodeState
+from inventory.models import Node
 from neocloud.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
@@ -20,6 +24,9 @@ from tenants.models import Organization, Scope, User
 OPERATOR = ("admin@neocloud.local", "admin")
 CUSTOMER = ("demo@neocloud.local", "demo")
 KEY_FILE = "demo-api-key.txt"
+
+
+FLEET = settings.BASE_DIR / "examples" / "fleet.yaml"
 
 
 class Command(BaseCommand):
@@ -63,6 +70,7 @@ class Command(BaseCommand):
                 scopes=list(Scope),
             )
             key_file.write_text(secret + "\n")
+        self._fleet(actor)
         self.stdout.write(f"operator (admin):  {OPERATOR[0]} / {OPERATOR[1]}")
         self.stdout.write(f"customer:          {CUSTOMER[0]} / {CUSTOMER[1]}")
         if key_file.exists():
@@ -70,3 +78,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 "  try: curl -H 'Authorization: Bearer <key>' http://127.0.0.1:8000/api/v1/projects"
             )
+
+    def _fleet(self, actor: Actor) -> None:
+        """Import the example fleet and provision whatever is not ready yet."""
+        fleet_import.fleet_import(
+            actor=actor, fleet=fleet_import.fleet_parse_yaml(FLEET.read_text()), dry_run=False
+        )
+        for node in Node.objects.filter(state=NodeState.REGISTERED):
+            atomic_with_retry(inventory_services.node_provision, actor=actor, node=node)
+        ready = Node.objects.filter(state=NodeState.READY).count()
+        self.stdout.write(f"fleet:             {ready} of {Node.objects.count()} nodes ready")
