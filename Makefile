@@ -35,6 +35,9 @@ lint:
 typecheck:
 	$(VENV)/bin/mypy .
 
+# The public traces (../shared/traces beside a checkout) feed a few tests when present.
+export NEOCLOUD_TRACES_DIR ?= $(firstword $(wildcard $(CURDIR)/../shared/traces /work/shared/traces))
+
 pytest:
 	@test -n "$$DATABASE_URL" || { echo "pytest needs DATABASE_URL (use make test)"; exit 1; }
 	$(PY) -m pytest -q
