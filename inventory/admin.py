@@ -5,41 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from inventory import services
 from inventory.lifecycle import NodeAction
 from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
-from tenants.access import Actor
-from tenants.models import User
-
-
-class ReadOnly(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Fleet rows are projections: defined by ``import_fleet`` or the services."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+from neocloud.admin import ReadOnlyServiceAdmin
 
 
 @admin.register(GpuModel)
-class GpuModelAdmin(ReadOnly):
+class GpuModelAdmin(ReadOnlyServiceAdmin):
     list_display = ("slug", "name", "vendor", "memory_gib", "interconnect", "shareable")
     list_filter = ("vendor", "interconnect", "shareable")
     search_fields = ("slug", "name")
 
 
 @admin.register(Region)
-class RegionAdmin(ReadOnly):
+class RegionAdmin(ReadOnlyServiceAdmin):
     list_display = ("slug", "name")
 
 
@@ -55,7 +39,7 @@ class RackInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ReadOnly):
+class ClusterAdmin(ReadOnlyServiceAdmin):
     list_display = ("slug", "name", "region", "created_at")
     list_filter = ("region",)
     search_fields = ("slug", "name")
@@ -86,39 +70,24 @@ class StepInline(admin.TabularInline):  # type: ignore[type-arg]
 
 def _lifecycle_action(action: NodeAction, description: str) -> Any:
     def run(model_admin: NodeAdmin, request: HttpRequest, queryset: QuerySet[Node]) -> None:
-        actor = Actor(user=request.user if isinstance(request.user, User) else None)
-        done = 0
-        for node in queryset:
-            try:
-                if action is NodeAction.PROVISION:
-                    atomic_with_retry(services.node_provision, actor=actor, node=node)
-                elif action is NodeAction.DECOMMISSION:
-                    atomic_with_retry(
-                        services.node_decommission,
-                        actor=actor,
-                        node=node,
-                        reason=f"by {request.user}",
-                    )
-                else:
-                    atomic_with_retry(
-                        services.node_transition,
-                        actor=actor,
-                        node=node,
-                        action=action,
-                        reason=f"by {request.user}",
-                    )
-                done += 1
-            except ApplicationError as exc:
-                messages.error(request, f"{node.name}: {exc.code}: {exc.message}")
-        if done:
-            messages.success(request, f"{action.value}: {done} node(s)")
+        reason = f"by {request.user}"
+        if action is NodeAction.PROVISION:
+            model_admin.run_each(request, services.node_provision, queryset, "node")
+        elif action is NodeAction.DECOMMISSION:
+            model_admin.run_each(
+                request, services.node_decommission, queryset, "node", reason=reason
+            )
+        else:
+            model_admin.run_each(
+                request, services.node_transition, queryset, "node", action=action, reason=reason
+            )
 
     run.__name__ = action.value
     return admin.action(description=description)(run)
 
 
 @admin.register(Node)
-class NodeAdmin(ReadOnly):
+class NodeAdmin(ReadOnlyServiceAdmin):
     list_display = (
         "name",
         "cluster",

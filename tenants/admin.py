@@ -3,60 +3,16 @@ like any API write; the admin only collects input and shows the result."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.admin import ReadOnlyServiceAdmin, ServiceAdmin
 from tenants import services
-from tenants.access import Actor
 from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota, User
-
-
-def _actor(request: HttpRequest) -> Actor:
-    return Actor(
-        user=request.user if isinstance(request.user, User) else None,
-        correlation_id=f"admin-{uuid.uuid4()}",
-    )
-
-
-class ServiceAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """A refused write shows its message instead of an error page."""
-
-    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return super().changeform_view(request, *args, **kwargs)
-        except ApplicationError as exc:
-            messages.error(request, f"{exc.code}: {exc.message}")
-            return HttpResponseRedirect(request.get_full_path())
-
-    def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return super().delete_view(request, *args, **kwargs)
-        except ApplicationError as exc:
-            messages.error(request, f"{exc.code}: {exc.message}")
-            return HttpResponseRedirect(request.get_full_path())
-
-    def run(self, request: HttpRequest, service: Any, **kwargs: Any) -> Any:
-        return atomic_with_retry(service, actor=_actor(request), **kwargs)
-
-    def run_each(
-        self, request: HttpRequest, service: Any, queryset: QuerySet[Any], argument: str
-    ) -> None:
-        done = 0
-        for obj in queryset:
-            try:
-                self.run(request, service, **{argument: obj})
-                done += 1
-            except ApplicationError as exc:
-                messages.error(request, f"{obj}: {exc.code}: {exc.message}")
-        if done:
-            messages.success(request, f"{done} done")
 
 
 class OrganizationAddForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -191,17 +147,6 @@ class MembershipAdmin(ServiceAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
         self.run_each(request, services.member_remove, queryset, "membership")
-
-
-class ReadOnlyServiceAdmin(ServiceAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Invitation)

@@ -17,6 +17,7 @@ from events import store
 from events.models import Stream
 from events.runner import consumers_start, projection_consumers
 from tenants.models import ApiKey, Organization
+from tests.bench import bench_json
 from tests.ledger.events import AccountClosed, AccountOpened
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,16 +130,7 @@ def test_consumer_threads_keep_asynchronous_projections_current() -> None:
 
 @pytest.mark.postgres
 def test_the_eventstore_benchmark_prints_its_figures_as_json() -> None:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "bench", "eventstore", "--json", "--scale", "0.005"],
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "neocloud.settings", "SECRET_KEY": "bench"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_json("eventstore", scale=0.005)
 
     assert figures["suite"] == "eventstore"
     assert set(figures["ratios"]) == {

@@ -240,3 +240,26 @@ def test_the_heartbeat_task_fails_silent_nodes(fleet: Cluster, settings) -> None
 
     assert check_heartbeats() == 1
     assert Node.objects.get(pk=silent.pk).state == NodeState.FAILED
+
+
+def test_admin_node_actions_go_through_the_lifecycle(fleet: Cluster) -> None:
+    from django.test import Client
+
+    from tenants.models import User
+
+    ready = put_in_state(node(fleet, "ready")[0], NodeState.READY)
+    registered, _ = node(fleet, "registered")
+    browser = Client()
+    browser.force_login(User.objects.create_superuser("root@neocloud.example", "pw"))
+
+    response = browser.post(
+        "/admin/inventory/node/",
+        {"action": "cordon", "_selected_action": [str(ready.pk), str(registered.pk)]},
+        follow=True,
+    )
+
+    shown = [str(m) for m in response.context["messages"]]
+    assert Node.objects.get(pk=ready.pk).state == NodeState.CORDONED
+    assert Node.objects.get(pk=registered.pk).state == NodeState.REGISTERED
+    assert any("invalid_transition" in m for m in shown)
+    assert store.read_stream("node", str(ready.pk))[-1].metadata["actor"].startswith("user:")

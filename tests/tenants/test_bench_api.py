@@ -3,30 +3,16 @@ test only checks that every figure is there and that no request failed, never a 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.bench import bench_json
+
 WORKLOADS = ("baseline", "list", "create")
 
 
 @pytest.mark.postgres
 def test_the_api_benchmark_prints_its_figures_as_json() -> None:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "bench", "api", "--json", "--scale", "0.05"],
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "neocloud.settings", "SECRET_KEY": "bench"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    figures = bench_json("api", scale=0.05)
 
     assert figures["suite"] == "api"
     assert figures["unit"] == "requests/s"
