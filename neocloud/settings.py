@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "events",
     "tenants",
     "inventory",
+    "scheduler",
 ]
 AUTH_USER_MODEL = "tenants.User"
 

@@ -1,0 +1,199 @@
+"""The engine's inputs and outputs: frozen values, no behaviour beyond small derived figures.
+
+Units: GPU shares in milli-GPU (1000 = one whole GPU), CPU in milli-cores, memory in MiB,
+times in seconds on the caller's clock (the engine never reads a clock).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+WHOLE = 1000  # milli-GPU in one GPU
+
+
+class Topology(enum.StrEnum):
+    """Where the GPUs of one workload must sit."""
+
+    ANY = "any"
+    SINGLE_NODE = "single_node"
+    SAME_NVLINK_DOMAIN = "same_nvlink_domain"  # every node's share within one NVLink domain
+    SAME_RACK = "same_rack"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as the scheduler sees it: capacity and topology, not what runs on it."""
+
+    name: str
+    gpu_model: str | None
+    gpu_domains: tuple[int, ...]  # NVLink domain of each GPU, by GPU index
+    cpu_milli: int
+    memory_mib: int
+    rack: str = ""
+    schedulable: bool = True
+    shareable: bool = False  # GPUs may be split in milli-GPU shares
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpu_domains)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A workload asking for GPUs.
+
+    Whole GPUs: ``gpus_per_node`` x ``nodes`` (with ``gpu_milli`` = 1000). A fraction of one
+    GPU: ``gpus_per_node=1``, ``nodes=1``, ``gpu_milli`` < 1000. CPU and memory are per node.
+    A multi-node workload is a gang: all of its nodes start together or none does.
+    """
+
+    id: str
+    queue: str
+    gpus_per_node: int = 1
+    nodes: int = 1
+    gpu_milli: int = WHOLE
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_models: tuple[str, ...] = ()  # acceptable models, preferred first; () = any
+    priority: int = 0
+    preemptible: bool = False
+    topology: Topology = Topology.ANY
+    reservation: str | None = None
+    runtime_estimate_s: float | None = None
+    organization: str = ""
+    project: str = ""
+    submitted_at: float = 0.0
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpu_milli < WHOLE
+
+    @property
+    def gpu_demand_milli(self) -> int:
+        """All the GPU it asks for, in milli-GPU."""
+        return self.gpus_per_node * self.nodes * self.gpu_milli
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """What placement cares about: (GPUs per node, milli-GPU per GPU, nodes)."""
+        return (self.gpus_per_node, self.gpu_milli, self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One node's part of an allocation: exact GPUs, and the share of each."""
+
+    node: str
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """GPUs held by a workload (running, or granted in this cycle)."""
+
+    workload: str
+    queue: str
+    gpu_model: str | None
+    placements: tuple[Placement, ...]
+    priority: int = 0
+    preemptible: bool = False
+    organization: str = ""
+    started_at: float = 0.0
+    ends_at: float | None = None  # by the runtime estimate; None: unknown
+    reservation: str | None = None
+
+    @property
+    def gpu_milli(self) -> int:
+        return sum(len(p.gpus) * p.gpu_milli for p in self.placements)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A cluster at one instant: its nodes and what is allocated on them."""
+
+    nodes: tuple[Node, ...]
+    allocations: tuple[Allocation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """A queue (one per project) in a cohort, with nominal quota per GPU model (whole GPUs).
+
+    A queue may borrow idle quota of its cohort up to ``borrowing_limit`` GPUs per model
+    (None: no limit) and lends at most ``lending_limit`` of its own (None: all of it).
+    """
+
+    name: str
+    cohort: str = ""
+    nominal: Mapping[str, int] = field(default_factory=dict)
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    weight: float = 1.0
+    organization: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity held for an owner (a queue) in a window: ``gpus`` of ``gpu_model``."""
+
+    id: str
+    queue: str
+    gpu_model: str
+    gpus: int
+    starts_at: float
+    ends_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the cycle decides. Queues absent from ``queues`` have no quota limit."""
+
+    queues: Mapping[str, QueueConfig] = field(default_factory=dict)
+    reservations: tuple[Reservation, ...] = ()
+    # Shapes the fleet is usually asked for, with their weights: placement keeps capacity able
+    # to serve them. Empty: learned from the pending workloads of the cycle.
+    typical_shapes: Mapping[tuple[int, int, int], float] = field(default_factory=dict)
+    # Past usage per queue in milli-GPU-hours, already decayed by ``fairshare.decay``.
+    usage_history: Mapping[str, float] = field(default_factory=dict)
+    fair_share_half_life_s: float = 3600.0
+    aging_priority_per_hour: float = 1.0  # waiting raises effective priority: no starvation
+    backfill: bool = True
+
+
+class ReasonCode(enum.StrEnum):
+    NO_MATCHING_MODEL = "no_matching_model"
+    FRAGMENTED = "fragmented"
+    INSUFFICIENT = "insufficient_capacity"
+    QUOTA = "quota"
+    GANG = "gang"
+    RESERVED = "reserved"
+    BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
+    TOPOLOGY = "topology"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """Why a workload waits: a stable code, a sentence a person can act on, and figures."""
+
+    code: ReasonCode
+    message: str
+    figures: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: str
+    for_workload: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    allocations: tuple[Allocation, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    pending: Mapping[str, PendingReason] = field(default_factory=dict)

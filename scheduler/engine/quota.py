@@ -1,0 +1,89 @@
+"""Quotas per queue and GPU model, with borrowing inside a cohort (in the manner of Kueue).
+
+A queue always may use its nominal quota. Beyond it, it borrows: at most ``borrowing_limit``
+GPUs, and only what the other queues of its cohort leave unused of what they lend
+(``lending_limit``, default all of their nominal). Queues absent from the policy are not
+limited. Everything is counted in milli-GPU.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from scheduler.engine.model import WHOLE, Allocation, PendingReason, Policy, QueueConfig, ReasonCode
+
+
+class QuotaLedger:
+    def __init__(self, policy: Policy, allocations: Iterable[Allocation]) -> None:
+        self.policy = policy
+        self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for allocation in allocations:
+            self.add(allocation)
+
+    def add(self, allocation: Allocation) -> None:
+        self.used[allocation.queue][allocation.gpu_model or ""] += allocation.gpu_milli
+
+    def remove(self, allocation: Allocation) -> None:
+        self.used[allocation.queue][allocation.gpu_model or ""] -= allocation.gpu_milli
+
+    def _cohort(self, queue: QueueConfig) -> list[QueueConfig]:
+        if not queue.cohort:
+            return []
+        return [
+            q
+            for q in self.policy.queues.values()
+            if q.cohort == queue.cohort and q.name != queue.name
+        ]
+
+    def borrowing(self, queue: str, model: str) -> int:
+        """Milli-GPU the queue uses beyond its nominal quota."""
+        config = self.policy.queues.get(queue)
+        if config is None:
+            return 0
+        return max(0, self.used[queue][model] - config.nominal.get(model, 0) * WHOLE)
+
+    def pool_free(self, queue: QueueConfig, model: str) -> int:
+        """What the rest of the cohort lends and nobody has borrowed yet."""
+        lent = borrowed = 0
+        for other in self._cohort(queue):
+            nominal = other.nominal.get(model, 0) * WHOLE
+            lendable = nominal if other.lending_limit is None else other.lending_limit * WHOLE
+            lent += min(lendable, max(0, nominal - self.used[other.name][model]))
+            borrowed += self.borrowing(other.name, model)
+        return lent - borrowed
+
+    def check(self, queue: str, model: str, milli: int) -> PendingReason | None:
+        """None when ``milli`` more of ``model`` fits the queue's quota, else the reason."""
+        config = self.policy.queues.get(queue)
+        if config is None:
+            return None
+        nominal = config.nominal.get(model, 0) * WHOLE
+        used = self.used[queue][model]
+        beyond = used + milli - nominal
+        if beyond <= 0:
+            return None
+        limit = None if config.borrowing_limit is None else config.borrowing_limit * WHOLE
+        pool = self.pool_free(config, model)
+        if (limit is None or beyond <= limit) and beyond <= pool:
+            return None
+        gpus = f"{used / WHOLE:g} of {nominal / WHOLE:g} {model}"
+        return PendingReason(
+            ReasonCode.QUOTA,
+            f"queue {queue} uses {gpus}; needs {milli / WHOLE:g} more and can borrow"
+            f" {max(0, min(pool, limit if limit is not None else pool)) / WHOLE:g}",
+            {
+                "queue": queue,
+                "gpu_model": model,
+                "used": used / WHOLE,
+                "nominal": nominal / WHOLE,
+                "needed": milli / WHOLE,
+                "borrowable": max(0, pool) / WHOLE,
+            },
+        )
+
+    def within_nominal(self, queue: str, model: str, milli: int) -> bool:
+        config = self.policy.queues.get(queue)
+        if config is None:
+            return False
+        return self.used[queue][model] + milli <= config.nominal.get(model, 0) * WHOLE

@@ -1,0 +1,102 @@
+"""Why a workload waits, in words a person can act on, with the figures behind them."""
+
+from __future__ import annotations
+
+from scheduler.engine.capacity import Capacity
+from scheduler.engine.model import (
+    WHOLE,
+    PendingReason,
+    Policy,
+    ReasonCode,
+    Request,
+    Snapshot,
+    Topology,
+)
+
+CAPACITY_CODES = frozenset({ReasonCode.FRAGMENTED, ReasonCode.INSUFFICIENT, ReasonCode.GANG})
+
+
+def _gpus(milli: int) -> str:
+    return f"{milli / WHOLE:g}"
+
+
+def no_matching_model(request: Request, snapshot: Snapshot) -> PendingReason:
+    fleet = sorted({n.gpu_model for n in snapshot.nodes if n.gpu_model})
+    wanted = ", ".join(request.gpu_models) or "any GPU"
+    return PendingReason(
+        ReasonCode.NO_MATCHING_MODEL,
+        f"no node has {wanted}; the cluster has {', '.join(fleet) or 'no GPUs'}",
+        {"wanted": list(request.gpu_models), "fleet": fleet},
+    )
+
+
+def behind(request: Request, blocker: Request) -> PendingReason:
+    return PendingReason(
+        ReasonCode.BEHIND_HIGHER_PRIORITY,
+        f"waits behind {blocker.id} (priority {blocker.priority}), which needs the same GPUs"
+        " first; it would delay it",
+        {"blocked_by": blocker.id, "blocker_priority": blocker.priority},
+    )
+
+
+def reserved(request: Request, model: str, held: int, free: int, policy: Policy) -> PendingReason:
+    owners = sorted({r.id for r in policy.reservations if r.gpu_model == model})
+    return PendingReason(
+        ReasonCode.RESERVED,
+        f"{free} free {model}, {held} held for reservation {', '.join(owners)}",
+        {"gpu_model": model, "free": free, "held": held, "reservations": owners},
+    )
+
+
+def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
+    """Why the request fits nowhere now: fragmented, insufficient, or a gang too big."""
+    nodes = [n for n in capacity.nodes.values() if n.schedulable and n.gpu_model == model]
+    per_node = {n.name: len(capacity.whole_free(n.name)) for n in nodes}
+    free = sum(per_node.values())
+    most = max(per_node.values(), default=0)
+    if request.topology is Topology.SINGLE_NODE and request.nodes > 1:
+        return PendingReason(
+            ReasonCode.TOPOLOGY,
+            f"asks for {request.nodes} nodes but also for a single node",
+            {"nodes": request.nodes},
+        )
+    if request.fractional:
+        shares = [f for n in nodes if n.shareable for f in capacity.gpu_free[n.name]]
+        best = max(shares, default=0)
+        return PendingReason(
+            ReasonCode.INSUFFICIENT if not shares else ReasonCode.FRAGMENTED,
+            f"needs {_gpus(request.gpu_milli)} of a shareable {model}; the largest free share"
+            f" is {_gpus(best)}",
+            {"gpu_model": model, "needed_milli": request.gpu_milli, "largest_free_milli": best},
+        )
+    needed = request.gpus_per_node * request.nodes
+    figures: dict[str, object] = {
+        "gpu_model": model,
+        "free": free,
+        "needed": needed,
+        "most_on_one_node": most,
+    }
+    if request.nodes > 1:
+        hosts = sum(1 for count in per_node.values() if count >= request.gpus_per_node)
+        figures["nodes_that_fit"] = hosts
+        return PendingReason(
+            ReasonCode.GANG,
+            f"needs {needed} {model} at once ({request.nodes} nodes x {request.gpus_per_node});"
+            f" {free} schedulable, {hosts} nodes can take {request.gpus_per_node}",
+            figures,
+        )
+    if free >= needed and most < needed:
+        return PendingReason(
+            ReasonCode.FRAGMENTED,
+            f"{free} free {model} in cluster, at most {most} on one node, needs {needed} on one"
+            " node",
+            figures,
+        )
+    if free >= needed:
+        return PendingReason(
+            ReasonCode.INSUFFICIENT,
+            f"{free} free {model}, but no node with {needed} free also has"
+            f" {request.cpu_milli} milli-CPU and {request.memory_mib} MiB free",
+            figures,
+        )
+    return PendingReason(ReasonCode.INSUFFICIENT, f"needs {needed} {model}, {free} free", figures)

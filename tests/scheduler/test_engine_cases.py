@@ -1,0 +1,290 @@
+"""The engine on concrete scenarios: the seed article's cases and each policy's."""
+
+from __future__ import annotations
+
+from scheduler.engine import (
+    Policy,
+    QueueConfig,
+    ReasonCode,
+    Reservation,
+    Snapshot,
+    Topology,
+    schedule,
+)
+from tests.scheduler.builders import job, nodes, running
+
+NOW = 100_000.0
+
+
+def test_two_plus_two_free_gpus_cannot_run_a_four_gpu_single_node_job() -> None:
+    fleet = nodes("n", 2, gpus=4)
+    busy = [running("a", "n0", (0, 1)), running("b", "n1", (0, 1))]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [job("big", 4, topology=Topology.SINGLE_NODE)],
+        Policy(),
+        NOW,
+    )
+
+    reason = decisions.pending["big"]
+    assert decisions.allocations == ()
+    assert reason.code is ReasonCode.FRAGMENTED
+    assert reason.message == "4 free h100 in cluster, at most 2 on one node, needs 4 on one node"
+
+
+def test_an_eight_gpu_gang_waits_rather_than_take_six() -> None:
+    fleet = nodes("n", 2, gpus=4)
+    busy = [running("a", "n0", (0,)), running("b", "n1", (0,))]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("gang", 4, nodes=2)], Policy(), NOW
+    )
+
+    assert decisions.allocations == ()
+    assert decisions.pending["gang"].code is ReasonCode.GANG
+    assert "needs 8 h100 at once" in decisions.pending["gang"].message
+    assert "6 schedulable" in decisions.pending["gang"].message
+
+
+def test_a_production_job_preempts_experiments_and_only_as_many_as_it_needs() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    experiments = [
+        running(
+            f"exp{i}", "n0", (2 * i, 2 * i + 1), priority=0, preemptible=True, started_at=float(i)
+        )
+        for i in range(4)
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(experiments)), [job("prod", 4, priority=100)], Policy(), NOW
+    )
+
+    assert [a.workload for a in decisions.allocations] == ["prod"]
+    victims = sorted(p.victim for p in decisions.preemptions)
+    assert len(victims) == 2
+    # The most recently started experiments go first.
+    assert victims == ["exp2", "exp3"]
+    assert set(decisions.allocations[0].placements[0].gpus) == {4, 5, 6, 7}
+
+
+def test_nothing_is_preempted_when_it_would_not_make_the_job_fit() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    busy = [running("keep", "n0", (0, 1, 2, 3)), running("exp", "n0", (4, 5), preemptible=True)]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("prod", 8, priority=100)], Policy(), NOW
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.pending["prod"].code is ReasonCode.INSUFFICIENT
+
+
+def test_a_free_gpu_of_the_wrong_model_stays_free() -> None:
+    fleet = nodes("l", 1, gpus=4, model="l40s")
+
+    decisions = schedule(Snapshot(tuple(fleet)), [job("j", 1, gpu_models=("h100",))], Policy(), NOW)
+
+    assert decisions.allocations == ()
+    assert decisions.pending["j"].code is ReasonCode.NO_MATCHING_MODEL
+
+
+def test_a_free_gpu_beyond_quota_stays_free() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 2})})
+    busy = [running("a", "n0", (0, 1))]
+
+    decisions = schedule(Snapshot(tuple(fleet), tuple(busy)), [job("j", 1)], policy, NOW)
+
+    reason = decisions.pending["j"]
+    assert reason.code is ReasonCode.QUOTA
+    assert reason.message.startswith("queue q uses 2 of 2 h100")
+
+
+def test_a_queue_borrows_idle_quota_of_its_cohort_within_its_limit() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    policy = Policy(
+        queues={
+            "a": QueueConfig("a", cohort="lab", nominal={"h100": 2}, borrowing_limit=3),
+            "b": QueueConfig("b", cohort="lab", nominal={"h100": 6}),
+        }
+    )
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("five", 5, queue="a"), job("six", 6, queue="a")], policy, NOW
+    )
+
+    assert [a.workload for a in decisions.allocations] == ["five"]
+    assert decisions.pending["six"].code is ReasonCode.QUOTA
+
+
+def test_a_queue_reclaims_its_nominal_quota_from_a_borrower() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    policy = Policy(
+        queues={
+            "a": QueueConfig("a", cohort="lab", nominal={"h100": 4}),
+            "b": QueueConfig("b", cohort="lab", nominal={"h100": 4}),
+        }
+    )
+    borrower = [running("b-big", "n0", tuple(range(8)), queue="b", priority=5)]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(borrower)), [job("a-job", 4, queue="a")], policy, NOW
+    )
+
+    assert [p.victim for p in decisions.preemptions] == ["b-big"]
+    assert decisions.preemptions[0].reason.startswith("reclaim")
+    assert [a.workload for a in decisions.allocations] == ["a-job"]
+
+
+def test_single_node_and_nvlink_domain_requirements() -> None:
+    fleet = nodes("n", 1, gpus=8, domains=2)  # two NVLink domains of 4 GPUs
+    busy = [running("a", "n0", (0,)), running("b", "n0", (4,))]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [
+            job("nv", 4, topology=Topology.SAME_NVLINK_DOMAIN),
+            job("three", 3, topology=Topology.SAME_NVLINK_DOMAIN, priority=1),
+        ],
+        Policy(),
+        NOW,
+    )
+
+    assert decisions.pending["nv"].code is ReasonCode.INSUFFICIENT
+    assert decisions.allocations[0].workload == "three"
+    assert set(decisions.allocations[0].placements[0].gpus) in ({1, 2, 3}, {5, 6, 7})
+
+
+def test_a_multi_node_job_stays_in_one_rack_when_one_can_hold_it() -> None:
+    fleet = nodes("a", 2, rack="r1") + nodes("b", 3, rack="r2")
+
+    decisions = schedule(Snapshot(tuple(fleet)), [job("gang", 8, nodes=3)], Policy(), NOW)
+
+    racks = {p.node[0] for p in decisions.allocations[0].placements}
+    assert racks == {"b"}
+
+
+def test_same_rack_is_refused_rather_than_spread() -> None:
+    fleet = nodes("a", 2, rack="r1") + nodes("b", 2, rack="r2")
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)),
+        [
+            job("gang", 8, nodes=3, topology=Topology.SAME_RACK),
+            job("spread", 8, nodes=3, queue="other", priority=1),
+        ],
+        Policy(),
+        NOW,
+    )
+
+    assert decisions.pending["gang"].code is ReasonCode.GANG
+    assert {p.node[0] for p in decisions.allocations[0].placements} == {"a", "b"}
+
+
+def test_placement_keeps_whole_nodes_for_typical_large_shapes() -> None:
+    """Plain first-fit would put a 1-GPU job on n0; fragmentation-aware placement packs it
+    next to the running 1-GPU job so a whole 8-GPU node stays free."""
+    fleet = nodes("n", 2, gpus=8)
+    busy = [running("small", "n1", (0,))]
+    policy = Policy(typical_shapes={(8, 1000, 1): 1.0, (1, 1000, 1): 1.0})
+
+    decisions = schedule(Snapshot(tuple(fleet), tuple(busy)), [job("one", 1)], policy, NOW)
+
+    assert decisions.allocations[0].placements[0].node == "n1"
+
+
+def test_fractional_gpus_pack_onto_a_shared_gpu() -> None:
+    fleet = nodes("t", 1, gpus=2, model="t4", shareable=True)
+    busy = [running("half", "t0", (1,), model="t4", milli=500)]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [job("quarter", 1, gpu_milli=250, gpu_models=("t4",))],
+        Policy(),
+        NOW,
+    )
+
+    placement = decisions.allocations[0].placements[0]
+    assert (placement.gpus, placement.gpu_milli) == ((1,), 250)
+
+
+def test_backfill_runs_a_short_job_that_ends_before_the_blocked_head_could_start() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    busy = [running("long", "n0", (0, 1, 2, 3), ends_at=NOW + 3600)]
+    pending = [
+        job("head", 8, priority=10, submitted_at=NOW),
+        job("short", 2, runtime_estimate_s=600, submitted_at=NOW),
+        job("too-long", 2, runtime_estimate_s=7200, submitted_at=NOW),
+    ]
+
+    decisions = schedule(Snapshot(tuple(fleet), tuple(busy)), pending, Policy(), NOW)
+
+    assert [a.workload for a in decisions.allocations] == ["short"]
+    assert decisions.pending["head"].code is ReasonCode.INSUFFICIENT
+    assert decisions.pending["too-long"].code is ReasonCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_a_reservation_holds_capacity_for_its_owner() -> None:
+    fleet = nodes("n", 1, gpus=8)
+    policy = Policy(reservations=(Reservation("r1", "owner", "h100", 6, NOW - 10, NOW + 3600),))
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)),
+        [
+            job("other", 4, queue="someone", submitted_at=NOW - 5),
+            job("mine", 6, queue="owner", submitted_at=NOW),
+        ],
+        policy,
+        NOW,
+    )
+
+    assert decisions.pending["other"].code is ReasonCode.RESERVED
+    assert [a.workload for a in decisions.allocations] == ["mine"]
+
+
+def test_fair_share_serves_the_queue_that_used_less_first() -> None:
+    fleet = nodes("n", 1, gpus=1)
+    policy = Policy(
+        queues={
+            "heavy": QueueConfig("heavy", nominal={"h100": 1}),
+            "light": QueueConfig("light", nominal={"h100": 1}),
+        },
+        usage_history={"heavy": 100.0, "light": 1.0},
+        aging_priority_per_hour=0.0,
+    )
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)),
+        [
+            job("h", 1, queue="heavy", submitted_at=0.0),
+            job("l", 1, queue="light", submitted_at=5.0),
+        ],
+        policy,
+        NOW,
+    )
+
+    assert [a.workload for a in decisions.allocations] == ["l"]
+
+
+def test_aging_lifts_a_long_waiting_job_over_a_fresh_higher_priority_one() -> None:
+    fleet = nodes("n", 1, gpus=1)
+    pending = [
+        job("old", 1, priority=0, submitted_at=NOW - 10 * 3600),
+        job("new", 1, priority=5, submitted_at=NOW),
+    ]
+
+    decisions = schedule(Snapshot(tuple(fleet)), pending, Policy(aging_priority_per_hour=1.0), NOW)
+
+    assert [a.workload for a in decisions.allocations] == ["old"]
+
+
+def test_an_unschedulable_node_takes_nothing() -> None:
+    from dataclasses import replace
+
+    fleet = [replace(node, schedulable=False) for node in nodes("n", 1)]
+
+    decisions = schedule(Snapshot(tuple(fleet)), [job("j", 1)], Policy(), NOW)
+
+    assert decisions.allocations == ()
+    assert decisions.pending["j"].code is ReasonCode.INSUFFICIENT

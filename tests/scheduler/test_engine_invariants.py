@@ -1,0 +1,269 @@
+"""Invariants of the engine on random fleets, allocations, queues and workloads."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.engine import (
+    Allocation,
+    Decisions,
+    Node,
+    Policy,
+    QueueConfig,
+    Request,
+    Reservation,
+    Snapshot,
+    Topology,
+    schedule,
+)
+from scheduler.engine.model import WHOLE
+
+MODELS = ("h100", "t4")
+QUEUES = ("qa", "qb", "qc")
+NOW = 50_000.0
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[Node, ...]:
+    count = draw(st.integers(1, 6))
+    result = []
+    for i in range(count):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        domains = draw(st.sampled_from([1, 2])) if gpus >= 2 else 1
+        result.append(
+            Node(
+                name=f"n{i}",
+                gpu_model=draw(st.sampled_from(MODELS)),
+                gpu_domains=tuple(g * domains // gpus for g in range(gpus)),
+                cpu_milli=draw(st.sampled_from([8_000, 32_000, 96_000])),
+                memory_mib=draw(st.sampled_from([65_536, 262_144])),
+                rack=f"r{draw(st.integers(0, 2))}",
+                schedulable=draw(st.booleans()) or i == 0,
+                shareable=draw(st.booleans()),
+            )
+        )
+    return tuple(result)
+
+
+@st.composite
+def requests(draw: st.DrawFn, prefix: str) -> list[Request]:
+    result = []
+    for i in range(draw(st.integers(0, 10))):
+        fractional = draw(st.booleans()) and draw(st.booleans())
+        nodes = 1 if fractional else draw(st.sampled_from([1, 1, 1, 2, 3]))
+        result.append(
+            Request(
+                id=f"{prefix}{i}",
+                queue=draw(st.sampled_from(QUEUES)),
+                gpus_per_node=1 if fractional else draw(st.sampled_from([1, 2, 4, 8])),
+                nodes=nodes,
+                gpu_milli=draw(st.sampled_from([250, 500])) if fractional else WHOLE,
+                cpu_milli=draw(st.sampled_from([0, 4_000, 16_000])),
+                memory_mib=draw(st.sampled_from([0, 32_768])),
+                gpu_models=draw(st.sampled_from([(), ("h100",), ("t4",), ("t4", "h100")])),
+                priority=draw(st.integers(0, 3)),
+                preemptible=draw(st.booleans()),
+                topology=draw(st.sampled_from(list(Topology))),
+                runtime_estimate_s=draw(st.sampled_from([None, 600.0, 7200.0])),
+                organization=draw(st.sampled_from(["o1", "o2"])),
+                submitted_at=float(draw(st.integers(0, int(NOW)))),
+            )
+        )
+    return result
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> Policy:
+    queues = {}
+    for name in QUEUES:
+        if draw(st.booleans()):
+            queues[name] = QueueConfig(
+                name=name,
+                cohort=draw(st.sampled_from(["", "lab"])),
+                nominal={m: draw(st.integers(0, 12)) for m in MODELS},
+                borrowing_limit=draw(st.sampled_from([None, 0, 2, 8])),
+                lending_limit=draw(st.sampled_from([None, 0, 4])),
+                weight=draw(st.sampled_from([1.0, 2.0])),
+            )
+    reservations: tuple[Reservation, ...] = ()
+    if draw(st.booleans()):
+        reservations = (
+            Reservation(
+                "res",
+                queue=draw(st.sampled_from(QUEUES)),
+                gpu_model=draw(st.sampled_from(MODELS)),
+                gpus=draw(st.integers(1, 8)),
+                starts_at=NOW - 100,
+                ends_at=NOW + 3600,
+            ),
+        )
+    return Policy(queues=queues, reservations=reservations, backfill=draw(st.booleans()))
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Snapshot, list[Request], Policy]:
+    fleet = draw(fleets())
+    policy = draw(policies())
+    # Running work is whatever an earlier cycle granted: a reachable state.
+    earlier = schedule(Snapshot(fleet), draw(requests("old")), policy, NOW - 1000)
+    return Snapshot(fleet, earlier.allocations), draw(requests("new")), policy
+
+
+def _final(snapshot: Snapshot, decisions: Decisions) -> list[Allocation]:
+    victims = {p.victim for p in decisions.preemptions}
+    kept = [a for a in snapshot.allocations if a.workload not in victims]
+    return kept + [a for a in decisions.allocations if a.workload not in victims]
+
+
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@SETTINGS
+@given(scenarios())
+def test_no_gpu_cpu_or_memory_is_ever_over_allocated(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    snapshot, pending, policy = scenario
+    decisions = schedule(snapshot, pending, policy, NOW)
+
+    nodes = {n.name: n for n in snapshot.nodes}
+    gpu_use: dict[tuple[str, int], int] = defaultdict(int)
+    cpu_use: dict[str, int] = defaultdict(int)
+    memory_use: dict[str, int] = defaultdict(int)
+    for allocation in _final(snapshot, decisions):
+        for placement in allocation.placements:
+            for index in placement.gpus:
+                gpu_use[(placement.node, index)] += placement.gpu_milli
+            cpu_use[placement.node] += placement.cpu_milli
+            memory_use[placement.node] += placement.memory_mib
+    assert all(use <= WHOLE for use in gpu_use.values())
+    assert all(cpu_use[n] <= nodes[n].cpu_milli for n in cpu_use)
+    assert all(memory_use[n] <= nodes[n].memory_mib for n in memory_use)
+    for allocation in decisions.allocations:
+        for placement in allocation.placements:
+            node = nodes[placement.node]
+            assert node.schedulable
+            assert all(0 <= i < node.gpu_count for i in placement.gpus)
+            if placement.gpu_milli < WHOLE:
+                assert node.shareable
+
+
+@SETTINGS
+@given(scenarios())
+def test_gangs_models_and_topology_are_honoured(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    snapshot, pending, policy = scenario
+    decisions = schedule(snapshot, pending, policy, NOW)
+
+    nodes = {n.name: n for n in snapshot.nodes}
+    asked = {r.id: r for r in pending}
+    for allocation in decisions.allocations:
+        request = asked[allocation.workload]
+        placements = allocation.placements
+        assert len(placements) == request.nodes  # all of the gang, or nothing
+        assert len({p.node for p in placements}) == request.nodes
+        assert all(len(p.gpus) == request.gpus_per_node for p in placements)
+        assert all(nodes[p.node].gpu_model == allocation.gpu_model for p in placements)
+        if request.gpu_models:
+            assert allocation.gpu_model in request.gpu_models
+        if request.topology is Topology.SINGLE_NODE:
+            assert len(placements) == 1
+        if request.topology is Topology.SAME_RACK:
+            assert len({nodes[p.node].rack for p in placements}) == 1
+        if request.topology is Topology.SAME_NVLINK_DOMAIN:
+            for p in placements:
+                assert len({nodes[p.node].gpu_domains[i] for i in p.gpus}) == 1
+    assert set(decisions.pending) | {a.workload for a in decisions.allocations} == set(asked)
+    assert not set(decisions.pending) & {a.workload for a in decisions.allocations}
+
+
+@SETTINGS
+@given(scenarios())
+def test_quotas_and_borrowing_limits_hold(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    snapshot, pending, policy = scenario
+    decisions = schedule(snapshot, pending, policy, NOW)
+
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for allocation in _final(snapshot, decisions):
+        used[(allocation.queue, allocation.gpu_model or "")] += allocation.gpu_milli
+    for model in MODELS:
+        borrowed_in_cohort = lendable_unused = 0
+        for queue in policy.queues.values():
+            nominal = queue.nominal.get(model, 0) * WHOLE
+            mine = used[(queue.name, model)]
+            if queue.borrowing_limit is not None:
+                assert mine <= nominal + queue.borrowing_limit * WHOLE
+            if not queue.cohort:
+                assert mine <= nominal
+                continue
+            borrowed_in_cohort += max(0, mine - nominal)
+            lendable = nominal if queue.lending_limit is None else queue.lending_limit * WHOLE
+            lendable_unused += min(lendable, max(0, nominal - mine))
+        assert borrowed_in_cohort <= lendable_unused
+
+
+@SETTINGS
+@given(scenarios())
+def test_reservations_hold_capacity_from_others(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    snapshot, pending, policy = scenario
+    decisions = schedule(snapshot, pending, policy, NOW)
+    if not policy.reservations or decisions.preemptions:
+        return
+    (reservation,) = policy.reservations
+    model = reservation.gpu_model
+    free_before = _whole_free(snapshot, model)
+    owner_before = (
+        sum(
+            a.gpu_milli
+            for a in snapshot.allocations
+            if a.queue == reservation.queue and a.gpu_model == model
+        )
+        // WHOLE
+    )
+    held = max(0, reservation.gpus - owner_before)
+    others = sum(
+        a.gpu_milli // WHOLE * (a.placements[0].gpu_milli == WHOLE)
+        for a in decisions.allocations
+        if a.queue != reservation.queue and a.gpu_model == model
+    )
+    assert others <= max(0, free_before - held)
+
+
+def _whole_free(snapshot: Snapshot, model: str) -> int:
+    used: dict[tuple[str, int], int] = defaultdict(int)
+    for allocation in snapshot.allocations:
+        for placement in allocation.placements:
+            for index in placement.gpus:
+                used[(placement.node, index)] += placement.gpu_milli
+    return sum(
+        1
+        for node in snapshot.nodes
+        if node.schedulable and node.gpu_model == model
+        for index in range(node.gpu_count)
+        if used[(node.name, index)] == 0
+    )
+
+
+@SETTINGS
+@given(scenarios(), st.randoms())
+def test_decisions_are_deterministic(
+    scenario: tuple[Snapshot, list[Request], Policy], rng: random.Random
+) -> None:
+    snapshot, pending, policy = scenario
+    shuffled = list(pending)
+    rng.shuffle(shuffled)
+
+    assert schedule(snapshot, pending, policy, NOW) == schedule(snapshot, shuffled, policy, NOW)
