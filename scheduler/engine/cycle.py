@@ -5,8 +5,9 @@ Deterministic: the same inputs give the same decisions (every tie is broken by n
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from scheduler.engine import reasons
@@ -23,6 +24,7 @@ from scheduler.engine.model import (
     Request,
     Reservation,
     Snapshot,
+    Topology,
 )
 from scheduler.engine.placement import Shapes, place
 from scheduler.engine.quota import QuotaLedger
@@ -40,60 +42,281 @@ class _Blocker:
 def schedule(
     snapshot: Snapshot, pending: Sequence[Request], policy: Policy, now: float
 ) -> Decisions:
-    # 1. Capacity and quota usage as the snapshot leaves them.
-    capacity = Capacity(snapshot)
-    ledger = QuotaLedger(policy, snapshot.allocations)
-    running = {a.workload: a for a in snapshot.allocations}
-    shapes = _shapes(policy, pending)
-    models_in_fleet = {n.gpu_model for n in snapshot.nodes if n.gpu_model}
-    granted: list[Allocation] = []
-    granted_ids: set[str] = set()
-    preempted: list[Preemption] = []
-    waiting: dict[str, PendingReason] = {}
-    blockers: list[_Blocker] = []
+    return Scheduler(snapshot, policy).cycle(pending, now)
 
-    # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
-    for request in _ordered(pending, policy, ledger, now):
-        models = _models(request, models_in_fleet)
-        if not models:
-            waiting[request.id] = reasons.no_matching_model(request, snapshot)
-            continue
-        # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
-        #    the same models, unless they finish (by estimate) before it could start.
-        blocker = _blocked_by(request, models, blockers, now, policy)
-        if blocker is not None:
-            waiting[request.id] = reasons.behind(request, blocker.workload)
-            continue
-        # 4. Quota, reservations and placement, model by model in order of preference.
+
+# What placement reads of a request: its shape, CPU, memory and topology.
+_Fit = tuple[int, int, int, int, int, Topology]
+
+
+def _fit_key(request: Request) -> _Fit:
+    return (
+        request.gpus_per_node,
+        request.nodes,
+        request.gpu_milli,
+        request.cpu_milli,
+        request.memory_mib,
+        request.topology,
+    )
+
+
+class Scheduler:
+    """A cluster's capacity, quota usage and running work, kept from one cycle to the next.
+
+    ``cycle(pending, now)`` decides exactly as ``schedule(self.snapshot, pending, policy,
+    now)`` would, then applies its decisions (grants run, victims are gone), so the next
+    cycle starts where this one ended; ``release`` and ``add`` tell it what ended or started
+    between cycles. What it keeps besides the state is only memos of figures that the state
+    determines (when a request could start, whether it fits an empty cluster, why it does not
+    fit), each valid until the state it was read from changes.
+
+    Workload ids are unique among the allocations (as ``snapshot`` shows them).
+    """
+
+    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+        # 1. Capacity and quota usage as the snapshot leaves them.
+        self.nodes = snapshot.nodes
+        self.policy = policy
+        self.capacity = Capacity(snapshot)
+        self.ledger = QuotaLedger(policy, snapshot.allocations)
+        self.running: dict[str, Allocation] = {a.workload: a for a in snapshot.allocations}
+        self._models_in_fleet = {n.gpu_model for n in snapshot.nodes if n.gpu_model}
+        self._ending = _Ending(self.running.values())
+        self.by_cost = _ByCost(self.running.values())
+        # Memos. ``_changes`` moves whenever capacity or running work changes for good.
+        self._changes = 0
+        self._starts: dict[tuple[_Fit, tuple[str, ...]], tuple[int, float]] = {}
+        self._no_room: dict[tuple[_Fit, str], tuple[int, PendingReason]] = {}
+        # Capacity with every running workload of these models gone; it moves only when work
+        # of other models sits on their nodes (see ``_foreign``).
+        self._empty: dict[tuple[str, ...], Capacity] = {}
+        self._fits_empty: dict[tuple[_Fit, tuple[str, ...]], bool] = {}
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.nodes, tuple(self.running.values()))
+
+    def release(self, allocation: Allocation) -> None:
+        """``allocation`` ended (or was taken back) since the last cycle."""
+        self.capacity.give(allocation)
+        self.ledger.remove(allocation)
+        if self.running.get(allocation.workload) is allocation:
+            del self.running[allocation.workload]
+            self._ending.remove(allocation)
+            self.by_cost.remove(allocation)
+        else:
+            self._forget_empty()
+        self._moved(allocation)
+
+    def add(self, allocation: Allocation) -> None:
+        """``allocation`` started outside the cycle."""
+        self.capacity.take(allocation)
+        self.ledger.add(allocation)
+        self._run(allocation)
+        self._moved(allocation)
+
+    def _run(self, allocation: Allocation) -> None:
+        shadowed = self.running.get(allocation.workload)
+        if shadowed is not None:
+            self._ending.remove(shadowed)
+            self.by_cost.remove(shadowed)
+            self._forget_empty()
+        self.running[allocation.workload] = allocation
+        self._ending.add(allocation)
+        self.by_cost.add(allocation)
+
+    def _moved(self, allocation: Allocation) -> None:
+        self._changes += 1
+        if self._foreign(allocation):
+            self._forget_empty()
+
+    def _foreign(self, allocation: Allocation) -> bool:
+        """Whether the allocation sits on a node of another GPU model than its own."""
+        nodes = self.capacity.nodes
+        return any(
+            p.node in nodes and nodes[p.node].gpu_model != allocation.gpu_model
+            for p in allocation.placements
+        )
+
+    def _forget_empty(self) -> None:
+        self._empty.clear()
+        self._fits_empty.clear()
+
+    def cycle(self, pending: Sequence[Request], now: float) -> Decisions:
+        """Decide for ``pending`` (see ``schedule``) and apply the decisions."""
+        capacity, ledger, policy = self.capacity, self.ledger, self.policy
+        shapes = _shapes(policy, pending)
+        granted: list[Allocation] = []
+        preempted: list[Preemption] = []
+        waiting: dict[str, PendingReason] = {}
+        blockers: list[_Blocker] = []
         # Only work that ran before this cycle may be preempted: granting and taking back in
         # one cycle would be churn.
-        earlier = {w: a for w, a in running.items() if w not in granted_ids}
-        outcome = _admit(request, models, capacity, ledger, policy, shapes, now, earlier)
-        if isinstance(outcome, tuple):
-            allocation, victims = outcome
-            for victim in victims:
-                preempted.append(
-                    Preemption(
-                        victim=victim.workload,
-                        for_workload=request.id,
-                        reason=_why_preempted(victim, request, ledger),
+        granted_ids: set[str] = set()
+        models_of: dict[tuple[str, ...], list[str]] = {}
+
+        # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
+        for request in _ordered(pending, policy, ledger, now):
+            models = models_of.get(request.gpu_models)
+            if models is None:
+                models = models_of[request.gpu_models] = _models(request, self._models_in_fleet)
+            if not models:
+                waiting[request.id] = reasons.no_matching_model(request, Snapshot(self.nodes))
+                continue
+            # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
+            #    the same models, unless they finish (by estimate) before it could start.
+            blocker = _blocked_by(request, models, blockers, now, policy)
+            if blocker is not None:
+                waiting[request.id] = reasons.behind(request, blocker.workload)
+                continue
+            # 4. Quota, reservations and placement, model by model in order of preference.
+            outcome = _admit(request, models, self, shapes, now, granted_ids)
+            if isinstance(outcome, tuple):
+                allocation, victims = outcome
+                for victim in victims:
+                    preempted.append(
+                        Preemption(
+                            victim=victim.workload,
+                            for_workload=request.id,
+                            reason=_why_preempted(victim, request, ledger),
+                        )
                     )
-                )
-                ledger.remove(victim)
-                running.pop(victim.workload, None)
+                    ledger.remove(victim)
+                    if self.running.pop(victim.workload, None) is not None:
+                        self._ending.remove(victim)
+                        self.by_cost.remove(victim)
+                    self._moved(victim)
+                capacity.take(allocation)
+                ledger.add(allocation)
+                self._run(allocation)
+                self._moved(allocation)
+                granted_ids.add(allocation.workload)
+                granted.append(allocation)
+                continue
+            waiting[request.id] = outcome
+            if outcome.code in reasons.CAPACITY_CODES and self._fits_when_empty(
+                request, models, shapes
+            ):
+                start = self._earliest_start(request, models, shapes)
+                blockers.append(_Blocker(request, frozenset(models), start))
+        return Decisions(allocations=tuple(granted), preemptions=tuple(preempted), pending=waiting)
+
+    def _fits_when_empty(self, request: Request, models: list[str], shapes: Shapes) -> bool:
+        """Whether running work is what keeps the request out (else it blocks nobody: it waits
+        for capacity the cluster does not have).
+
+        Giving back all the running work of ``models`` leaves their nodes as only work of
+        other models (there by exception) and the nodes themselves make them, so the answer
+        is kept until such work moves. Whether a request fits does not depend on the typical
+        shapes (they only rank the nodes it fits)."""
+        key = (_fit_key(request), tuple(models))
+        fits = self._fits_empty.get(key)
+        if fits is None:
+            empty = self._empty.get(key[1])
+            if empty is None:
+                empty = self._empty[key[1]] = self._emptied(models)
+            fits = any(place(empty, request, model, shapes) is not None for model in models)
+            self._fits_empty[key] = fits
+        return fits
+
+    def _emptied(self, models: list[str]) -> Capacity:
+        mine = [a for a in self.running.values() if a.gpu_model in models]
+        return self.capacity.copy(models, give=mine)
+
+    def _earliest_start(self, request: Request, models: list[str], shapes: Shapes) -> float:
+        """When the request could start if running work ends as estimated (inf: unknown)."""
+        key = (_fit_key(request), tuple(models))
+        known = self._starts.get(key)
+        if known is not None and known[0] == self._changes:
+            return known[1]
+        capacity = self.capacity
+        released: list[Allocation] = []
+        start = float("inf")
+        for ends_at, allocation in self._ending.of(models):
+            capacity.give(allocation)
+            released.append(allocation)
+            if any(place(capacity, request, model, shapes) is not None for model in models):
+                start = ends_at
+                break
+        for allocation in released:
             capacity.take(allocation)
-            ledger.add(allocation)
-            running[allocation.workload] = allocation
-            granted.append(allocation)
-            granted_ids.add(allocation.workload)
-            continue
-        waiting[request.id] = outcome
-        if outcome.code in reasons.CAPACITY_CODES and _fits_when_empty(
-            request, models, capacity, running, shapes
-        ):
-            start = _earliest_start(request, models, capacity, running, shapes)
-            blockers.append(_Blocker(request, frozenset(models), start))
-    return Decisions(allocations=tuple(granted), preemptions=tuple(preempted), pending=waiting)
+        self._starts[key] = (self._changes, start)
+        return start
+
+    def no_room(self, request: Request, model: str) -> PendingReason:
+        key = (_fit_key(request), model)
+        known = self._no_room.get(key)
+        if known is not None and known[0] == self._changes:
+            return known[1]
+        reason = reasons.no_room(request, model, self.capacity)
+        self._no_room[key] = (self._changes, reason)
+        return reason
+
+
+class _Ending:
+    """Running work with an estimated end, soonest first (then by workload id)."""
+
+    def __init__(self, allocations: Iterable[Allocation]) -> None:
+        ending = sorted(((a.ends_at, a.workload), a) for a in allocations if a.ends_at is not None)
+        self._keys: list[tuple[float, str]] = [key for key, _ in ending]
+        self._allocations: list[Allocation] = [a for _, a in ending]
+
+    def add(self, allocation: Allocation) -> None:
+        if allocation.ends_at is None:
+            return
+        at = bisect.bisect_right(self._keys, (allocation.ends_at, allocation.workload))
+        self._keys.insert(at, (allocation.ends_at, allocation.workload))
+        self._allocations.insert(at, allocation)
+
+    def remove(self, allocation: Allocation) -> None:
+        if allocation.ends_at is None:
+            return
+        key = (allocation.ends_at, allocation.workload)
+        at = bisect.bisect_left(self._keys, key)
+        while self._allocations[at] is not allocation:
+            at += 1
+        del self._keys[at]
+        del self._allocations[at]
+
+    def of(self, models: list[str]) -> Iterator[tuple[float, Allocation]]:
+        for (ends_at, _), allocation in zip(self._keys, self._allocations, strict=True):
+            if allocation.gpu_model in models:
+                yield ends_at, allocation
+
+
+class _ByCost:
+    """Running work per GPU model, cheapest to preempt first: lowest priority, then the most
+    recently started, then the smallest, then by workload id."""
+
+    def __init__(self, allocations: Iterable[Allocation]) -> None:
+        self._keys: dict[str | None, list[tuple[int, float, int, str]]] = {}
+        self._allocations: dict[str | None, list[Allocation]] = {}
+        for allocation in sorted(allocations, key=self._key):
+            self._keys.setdefault(allocation.gpu_model, []).append(self._key(allocation))
+            self._allocations.setdefault(allocation.gpu_model, []).append(allocation)
+
+    @staticmethod
+    def _key(a: Allocation) -> tuple[int, float, int, str]:
+        return (a.priority, -a.started_at, a.gpu_milli, a.workload)
+
+    def add(self, allocation: Allocation) -> None:
+        keys = self._keys.setdefault(allocation.gpu_model, [])
+        key = self._key(allocation)
+        at = bisect.bisect_right(keys, key)
+        keys.insert(at, key)
+        self._allocations.setdefault(allocation.gpu_model, []).insert(at, allocation)
+
+    def remove(self, allocation: Allocation) -> None:
+        keys = self._keys[allocation.gpu_model]
+        allocations = self._allocations[allocation.gpu_model]
+        at = bisect.bisect_left(keys, self._key(allocation))
+        while allocations[at] is not allocation:
+            at += 1
+        del keys[at]
+        del allocations[at]
+
+    def of(self, model: str) -> list[Allocation]:
+        return self._allocations.get(model, [])
 
 
 def _models(request: Request, in_fleet: set[str]) -> list[str]:
@@ -189,36 +412,38 @@ def _applies(reservation: Reservation, request: Request, now: float) -> bool:
 def _admit(
     request: Request,
     models: list[str],
-    capacity: Capacity,
-    ledger: QuotaLedger,
-    policy: Policy,
+    scheduler: Scheduler,
     shapes: Shapes,
     now: float,
-    running: dict[str, Allocation],
+    granted: set[str],
 ) -> tuple[Allocation, list[Allocation]] | PendingReason:
     """An allocation (and the victims it needs), or the reason it must wait."""
+    capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
     first_reason: PendingReason | None = None
     for model in models:
         quota = ledger.check(request.queue, model, request.gpu_demand_milli)
         if quota is not None:
             first_reason = first_reason or quota
             continue
-        held = _held(model, request, ledger, policy, now)
-        free = capacity.free_gpus_of([model])
-        whole_needed = 0 if request.fractional else request.gpus_per_node * request.nodes
-        if held and free - whole_needed < held:
-            first_reason = first_reason or reasons.reserved(request, model, held, free, policy)
-            continue
+        held = _held(model, request, ledger, policy, now) if policy.reservations else 0
+        if held:
+            free = capacity.free_gpus_of([model])
+            whole_needed = 0 if request.fractional else request.gpus_per_node * request.nodes
+            if free - whole_needed < held:
+                first_reason = first_reason or reasons.reserved(request, model, held, free, policy)
+                continue
         placements = place(capacity, request, model, shapes)
         victims: list[Allocation] = []
         if placements is None:
-            found = _preempt(request, model, capacity, ledger, shapes, running, policy)
+            found = _preempt(
+                request, model, capacity, ledger, shapes, scheduler.by_cost, granted, policy
+            )
             if found is not None:
                 placements, victims = found
         if placements is not None:
             return _allocation(request, model, placements, now), victims
-        first_reason = first_reason or reasons.no_room(request, model, capacity)
-    return first_reason or reasons.no_room(request, models[0], capacity)
+        first_reason = first_reason or scheduler.no_room(request, model)
+    return first_reason or scheduler.no_room(request, models[0])
 
 
 def _allocation(
@@ -242,31 +467,43 @@ def _victim_candidates(
     request: Request,
     model: str,
     ledger: QuotaLedger,
-    running: dict[str, Allocation],
+    by_cost: _ByCost,
+    granted: set[str],
     policy: Policy,
-) -> list[Allocation]:
+) -> Iterator[Allocation]:
     """Who may lose GPUs for ``request``: lower-priority preemptible work; work of queues that
     borrow, when the request stays within its own nominal quota (reclaim); and preemptible work
-    on capacity the request's reservation holds."""
+    on capacity the request's reservation holds. Only work that ran before this cycle (not
+    ``granted`` in it). Cheapest first: lowest priority, then the most recently started, then
+    the smallest (the order ``by_cost`` keeps)."""
     reclaiming = ledger.within_nominal(request.queue, model, request.gpu_demand_milli)
     owns_window = any(
         r.id == request.reservation and r.queue == request.queue for r in policy.reservations
     )
-    candidates = []
-    for allocation in running.values():
-        if allocation.gpu_model != model or allocation.workload == request.id:
+    borrows: dict[str, bool] = {}  # by queue: the ledger does not move while we look
+    for allocation in by_cost.of(model):
+        if allocation.workload in granted or allocation.workload == request.id:
             continue
-        lower = allocation.preemptible and allocation.priority < request.priority
-        borrower = (
-            reclaiming
-            and allocation.queue != request.queue
-            and ledger.borrowing(allocation.queue, model) > 0
-        )
-        evictable = owns_window and allocation.preemptible and allocation.queue != request.queue
-        if lower or borrower or evictable:
-            candidates.append(allocation)
-    # Cheapest first: lowest priority, then the most recently started, then the smallest.
-    return sorted(candidates, key=lambda a: (a.priority, -a.started_at, a.gpu_milli, a.workload))
+        lower = allocation.priority < request.priority
+        if lower and allocation.preemptible:
+            yield allocation
+            continue
+        if not reclaiming and not owns_window:
+            if lower:
+                continue
+            return  # by priority from here on: nobody else is lower
+        queue = allocation.queue
+        if queue == request.queue:
+            continue
+        if reclaiming:
+            borrower = borrows.get(queue)
+            if borrower is None:
+                borrower = borrows[queue] = ledger.borrowing(queue, model) > 0
+            if borrower:
+                yield allocation
+                continue
+        if owns_window and allocation.preemptible:
+            yield allocation  # evictable
 
 
 def _preempt(
@@ -275,12 +512,13 @@ def _preempt(
     capacity: Capacity,
     ledger: QuotaLedger,
     shapes: Shapes,
-    running: dict[str, Allocation],
+    by_cost: _ByCost,
+    granted: set[str],
     policy: Policy,
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
     """The smallest set of victims whose removal lets the request fit, or None (then nobody is
     touched: preempting what would not make it fit is never done)."""
-    candidates = _victim_candidates(request, model, ledger, running, policy)
+    candidates = _victim_candidates(request, model, ledger, by_cost, granted, policy)
     removed: list[Allocation] = []
     placements = None
     for victim in candidates:
@@ -300,7 +538,8 @@ def _preempt(
         if without is None:
             capacity.give(victim)
         else:
-            removed.remove(victim)
+            # By identity: ids are unique among running work, so it is the one ``==`` finds.
+            del removed[next(i for i, r in enumerate(removed) if r is victim)]
             placements = without
     return placements, removed
 
@@ -311,47 +550,3 @@ def _why_preempted(victim: Allocation, request: Request, ledger: QuotaLedger) ->
     if request.reservation is not None:
         return f"reservation {request.reservation} opened for {request.queue}"
     return f"reclaim: queue {request.queue} takes back its nominal quota"
-
-
-def _fits_when_empty(
-    request: Request,
-    models: list[str],
-    capacity: Capacity,
-    running: dict[str, Allocation],
-    shapes: Shapes,
-) -> bool:
-    """Whether running work is what keeps the request out (else it blocks nobody: it waits
-    for capacity the cluster does not have)."""
-    mine = [a for a in running.values() if a.gpu_model in models]
-    for allocation in mine:
-        capacity.give(allocation)
-    fits = any(place(capacity, request, model, shapes) is not None for model in models)
-    for allocation in mine:
-        capacity.take(allocation)
-    return fits
-
-
-def _earliest_start(
-    request: Request,
-    models: list[str],
-    capacity: Capacity,
-    running: dict[str, Allocation],
-    shapes: Shapes,
-) -> float:
-    """When the request could start if running work ends as estimated (inf: unknown)."""
-    ending = sorted(
-        (a.ends_at, a.workload, a)
-        for a in running.values()
-        if a.ends_at is not None and a.gpu_model in models
-    )
-    released: list[Allocation] = []
-    start = float("inf")
-    for ends_at, _, allocation in ending:
-        capacity.give(allocation)
-        released.append(allocation)
-        if any(place(capacity, request, model, shapes) is not None for model in models):
-            start = ends_at
-            break
-    for allocation in released:
-        capacity.take(allocation)
-    return start

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from scheduler.engine.capacity import Capacity
+from scheduler.engine.capacity import Capacity, Choice
 from scheduler.engine.model import WHOLE, Node, Placement, Request, Topology
 
 Shapes = Mapping[tuple[int, int, int], float]  # (GPUs per node, milli per GPU, nodes) -> weight
@@ -38,24 +38,41 @@ def fragmentation(free: Sequence[int], shapes: Shapes) -> float:
 
 def choose_gpus(capacity: Capacity, node: Node, request: Request) -> tuple[int, ...] | None:
     """The GPUs of ``node`` this request would take, or None when they are not there."""
-    free = capacity.gpu_free[node.name]
-    if request.fractional:
-        if not node.shareable:
+    return _choose(
+        capacity.gpu_free[node.name],
+        node.gpu_domains,
+        node.shareable,
+        request.gpu_milli,
+        request.gpus_per_node,
+        request.topology is Topology.SAME_NVLINK_DOMAIN,
+    )
+
+
+def _choose(
+    free: Sequence[int],
+    domains: Sequence[int],
+    shareable: bool,
+    milli: int,
+    wanted: int,
+    one_domain: bool,
+) -> tuple[int, ...] | None:
+    if milli < WHOLE:
+        if not shareable:
             return None
-        fitting = [i for i, f in enumerate(free) if f >= request.gpu_milli]
+        fitting = [i for i, f in enumerate(free) if f >= milli]
         if not fitting:
             return None
         # Best fit: fill a GPU already shared before opening a whole one.
         return (min(fitting, key=lambda i: (free[i], i)),)
-    wanted = request.gpus_per_node
     by_domain: dict[int, list[int]] = defaultdict(list)
-    for index in capacity.whole_free(node.name):
-        by_domain[node.gpu_domains[index]].append(index)
+    for index, f in enumerate(free):
+        if f == WHOLE:
+            by_domain[domains[index]].append(index)
     # The tightest domain that holds the whole request keeps the larger domains whole.
     holding = sorted((len(g), d) for d, g in by_domain.items() if len(g) >= wanted)
     if holding:
         return tuple(by_domain[holding[0][1]][:wanted])
-    if request.topology is Topology.SAME_NVLINK_DOMAIN:
+    if one_domain:
         return None
     chosen: list[int] = []
     for _count, domain in sorted((len(g), d) for d, g in by_domain.items()):
@@ -85,45 +102,107 @@ def _placement(node: Node, gpus: tuple[int, ...], request: Request) -> Placement
 def _cost(
     capacity: Capacity, node: Node, gpus: tuple[int, ...], request: Request, shapes: Shapes
 ) -> tuple[float, int, str]:
-    before = capacity.gpu_free[node.name]
+    growth, left = _growth(capacity.gpu_free[node.name], gpus, request.gpu_milli, shapes)
+    return (growth, left, node.name)
+
+
+def _growth(
+    before: Sequence[int], gpus: tuple[int, ...], milli: int, shapes: Shapes
+) -> tuple[float, int]:
+    """How much fragmentation grows by taking ``milli`` of ``gpus``, and what stays free."""
     after = list(before)
     for index in gpus:
-        after[index] -= request.gpu_milli
-    growth = fragmentation(after, shapes) - fragmentation(before, shapes)
-    return (round(growth, 6), sum(after), node.name)
+        after[index] -= milli
+    growth = fragmentation(after, shapes) - fragmentation(list(before), shapes)
+    return (round(growth, 6), sum(after))
+
+
+def _choices(capacity: Capacity, request: Request, shapes: Shapes) -> dict[int, Choice]:
+    """The memo of choices for requests like this one (by state id)."""
+    key = (
+        request.gpu_milli,
+        request.gpus_per_node,
+        request.topology is Topology.SAME_NVLINK_DOMAIN,
+        tuple(shapes.items()),
+    )
+    choices = capacity.choices.get(key)
+    if choices is None:
+        choices = capacity.choices[key] = {}
+    return choices
+
+
+def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes) -> Choice:
+    free, domains, shareable = capacity.states[state_id]
+    gpus = _choose(
+        free,
+        domains,
+        shareable,
+        request.gpu_milli,
+        request.gpus_per_node,
+        request.topology is Topology.SAME_NVLINK_DOMAIN,
+    )
+    if gpus is None:
+        return None
+    growth, left = _growth(free, gpus, request.gpu_milli, shapes)
+    return (gpus, growth, left)
+
+
+Option = tuple[tuple[float, int, str], Node, tuple[int, ...]]
 
 
 def place(
     capacity: Capacity, request: Request, model: str | None, shapes: Shapes
 ) -> tuple[Placement, ...] | None:
     """All the placements of the request on nodes of ``model`` (None: any model, single node
-    only), or None when it does not fit now."""
-    models = [model] if model is not None else []
-    options = []
-    for node in capacity.nodes.values():
-        if not fits_node(capacity, node, request, models):
-            continue
-        gpus = choose_gpus(capacity, node, request)
-        if gpus is not None:
-            options.append((_cost(capacity, node, gpus, request, shapes), node, gpus))
-    if request.nodes == 1:
-        if not options:
-            return None
-        _, node, gpus = min(options, key=lambda option: option[0])
-        return (_placement(node, gpus, request),)
-    if request.topology is Topology.SINGLE_NODE:
+    only), or None when it does not fit now.
+
+    Nodes in the same GPU state cost the same: each state is weighed once (and remembered
+    for the cycle), then the first of its nodes by name with the CPU and memory wins it."""
+    if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
+    choices = _choices(capacity, request, shapes)
+    cpu, memory = request.cpu_milli, request.memory_mib
+    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
+    if request.nodes == 1:
+        best: tuple[float, int, str] | None = None
+        best_gpus: tuple[int, ...] = ()
+        for state_id, names in capacity.classes(model):
+            if state_id in choices:
+                choice = choices[state_id]
+            else:
+                choice = choices[state_id] = _choice(capacity, state_id, request, shapes)
+            if choice is None:
+                continue
+            gpus, growth, left = choice
+            if best is not None and (growth, left) > best[:2]:
+                continue  # no node of this state can win, whatever its name
+            for name in names:
+                if cpu_free[name] >= cpu and memory_free[name] >= memory:
+                    if best is None or (growth, left, name) < best:
+                        best, best_gpus = (growth, left, name), gpus
+                    break
+        if best is None:
+            return None
+        return (_placement(capacity.nodes[best[2]], best_gpus, request),)
+    options: list[Option] = []
+    for state_id, names in capacity.classes(model):
+        if state_id in choices:
+            choice = choices[state_id]
+        else:
+            choice = choices[state_id] = _choice(capacity, state_id, request, shapes)
+        if choice is None:
+            continue
+        gpus, growth, left = choice
+        for name in names:
+            if cpu_free[name] >= cpu and memory_free[name] >= memory:
+                options.append(((growth, left, name), capacity.nodes[name], gpus))
     return _place_gang(options, request)
 
 
-def _place_gang(
-    options: list[tuple[tuple[float, int, str], Node, tuple[int, ...]]], request: Request
-) -> tuple[Placement, ...] | None:
+def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:
     """``request.nodes`` distinct nodes: in one rack when any rack can hold them all (the
     cheapest such rack), else across as few racks as possible (``same_rack``: never)."""
-    by_rack: dict[str, list[tuple[tuple[float, int, str], Node, tuple[int, ...]]]] = defaultdict(
-        list
-    )
+    by_rack: dict[str, list[Option]] = defaultdict(list)
     for option in sorted(options, key=lambda o: o[0]):
         by_rack[option[1].rack].append(option)
     wanted = request.nodes

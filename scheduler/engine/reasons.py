@@ -50,10 +50,16 @@ def reserved(request: Request, model: str, held: int, free: int, policy: Policy)
 
 def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
     """Why the request fits nowhere now: fragmented, insufficient, or a gang too big."""
-    nodes = [n for n in capacity.nodes.values() if n.schedulable and n.gpu_model == model]
-    per_node = {n.name: len(capacity.whole_free(n.name)) for n in nodes}
-    free = sum(per_node.values())
-    most = max(per_node.values(), default=0)
+    # Schedulable nodes of the model, by GPU state: (whole free GPUs, how many such nodes).
+    whole: list[tuple[int, int]] = []
+    shares: list[int] = []  # free milli-GPU of each GPU of a shareable node, once per state
+    for state_id, names in capacity.classes(model):
+        gpu_free, _domains, shareable = capacity.states[state_id]
+        whole.append((gpu_free.count(WHOLE), len(names)))
+        if shareable:
+            shares.extend(gpu_free)
+    free = sum(count * nodes for count, nodes in whole)
+    most = max((count for count, _ in whole), default=0)
     if request.topology is Topology.SINGLE_NODE and request.nodes > 1:
         return PendingReason(
             ReasonCode.TOPOLOGY,
@@ -61,7 +67,6 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
             {"nodes": request.nodes},
         )
     if request.fractional:
-        shares = [f for n in nodes if n.shareable for f in capacity.gpu_free[n.name]]
         best = max(shares, default=0)
         return PendingReason(
             ReasonCode.INSUFFICIENT if not shares else ReasonCode.FRAGMENTED,
@@ -77,7 +82,7 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
         "most_on_one_node": most,
     }
     if request.nodes > 1:
-        hosts = sum(1 for count in per_node.values() if count >= request.gpus_per_node)
+        hosts = sum(nodes for count, nodes in whole if count >= request.gpus_per_node)
         figures["nodes_that_fit"] = hosts
         return PendingReason(
             ReasonCode.GANG,
