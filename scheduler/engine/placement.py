@@ -5,7 +5,7 @@ Fragmentation, after Weng et al. (ATC'23, "fragmentation gradient descent"): for
 free GPU capacity that the typical shapes cannot use, weighted by how often each shape is
 asked for. Among the nodes a workload fits, the engine picks the one whose fragmentation grows
 least; ties go to the node left fuller (packing), then to the name, so decisions are
-deterministic. Plain first-fit and best-fit live in ``baselines`` for comparison.
+deterministic. Random, first-fit and best-fit placers live in ``scheduler.simulator`` to compare.
 """
 
 from __future__ import annotations
