@@ -157,7 +157,7 @@ class Policy:
     reservations: tuple[Reservation, ...] = ()
     # Shapes the fleet is usually asked for, with their weights: placement keeps capacity able
     # to serve them. Empty: learned from the pending workloads of the cycle.
-    typical_shapes: Mapping[tuple[int, int, int], float] = field(default_factory=dict)
+    typical_shapes: Mapping[tuple[int, ...], float] = field(default_factory=dict)
     # Past usage per queue in milli-GPU-hours, already decayed by ``fairshare.decay``.
     usage_history: Mapping[str, float] = field(default_factory=dict)
     fair_share_half_life_s: float = 3600.0

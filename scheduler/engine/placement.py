@@ -10,24 +10,32 @@ deterministic. Random, first-fit and best-fit placers live in ``scheduler.simula
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from scheduler.engine.capacity import Capacity, Choice
 from scheduler.engine.model import WHOLE, Node, Placement, Request, Topology
 
-Shapes = Mapping[tuple[int, int, int], float]  # (GPUs per node, milli per GPU, nodes) -> weight
+# (GPUs per node, milli per GPU, nodes[, CPU milli per node]) -> weight. A shape that names
+# its CPU makes placement CPU-aware: a node left without that much CPU loses all its free GPU
+# to that shape (as in the ATC'23 study, where CPU strands more GPUs than GPU slivers do).
+Shapes = Mapping[tuple[int, ...], float]
 
 
-def fragmentation(free: Sequence[int], shapes: Shapes) -> float:
-    """Expected milli-GPU of ``free`` that a typical workload could not use."""
+def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = None) -> float:
+    """Expected milli-GPU of ``free`` that a typical workload could not use (with
+    ``cpu_free``, also because the node lacks the CPU a shape needs)."""
     total_weight = sum(shapes.values())
     if not total_weight:
         return 0.0
     total_free = sum(free)
     expected = 0.0
-    for (gpus, milli, _nodes), weight in shapes.items():
-        if milli < WHOLE:  # a share of one GPU: slivers smaller than it are lost to it
+    for shape, weight in shapes.items():
+        gpus, milli = shape[0], shape[1]
+        if cpu_free is not None and len(shape) > 3 and cpu_free < shape[3]:
+            unusable = total_free
+        elif milli < WHOLE:  # a share of one GPU: slivers smaller than it are lost to it
             unusable = sum(f for f in free if f < milli)
         else:
             whole = sum(1 for f in free if f == WHOLE)
@@ -160,6 +168,8 @@ def place(
     for the cycle), then the first of its nodes by name with the CPU and memory wins it."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
+    if any(len(shape) > 3 for shape in shapes):
+        return _place_cpu_aware(capacity, request, model, shapes)
     choices = _choices(capacity, request, shapes)
     cpu, memory = request.cpu_milli, request.memory_mib
     cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
@@ -196,6 +206,53 @@ def place(
         for name in names:
             if cpu_free[name] >= cpu and memory_free[name] >= memory:
                 options.append(((growth, left, name), capacity.nodes[name], gpus))
+    return _place_gang(options, request)
+
+
+def _place_cpu_aware(
+    capacity: Capacity, request: Request, model: str | None, shapes: Shapes
+) -> tuple[Placement, ...] | None:
+    """``place`` when the typical shapes name their CPU: the cost depends on each node's CPU
+    too, so nodes of one GPU state are weighed one by one. Fragmentation depends on CPU only
+    through the shapes' CPU thresholds, so costs are remembered per threshold bucket."""
+    thresholds = sorted({shape[3] for shape in shapes if len(shape) > 3})
+    cpu, memory = request.cpu_milli, request.memory_mib
+    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
+    costs: dict[tuple[int, int, int], float] = {}
+    options: list[Option] = []
+    for state_id, names in capacity.classes(model):
+        free, domains, shareable = capacity.states[state_id]
+        gpus = _choose(
+            free,
+            domains,
+            shareable,
+            request.gpu_milli,
+            request.gpus_per_node,
+            request.topology is Topology.SAME_NVLINK_DOMAIN,
+        )
+        if gpus is None:
+            continue
+        after = list(free)
+        for index in gpus:
+            after[index] -= request.gpu_milli
+        left = sum(after)
+        for name in names:
+            have = cpu_free[name]
+            if have < cpu or memory_free[name] < memory:
+                continue
+            key = (state_id, bisect_right(thresholds, have), bisect_right(thresholds, have - cpu))
+            growth = costs.get(key)
+            if growth is None:
+                growth = costs[key] = round(
+                    fragmentation(after, shapes, have - cpu) - fragmentation(free, shapes, have),
+                    6,
+                )
+            options.append(((growth, left, name), capacity.nodes[name], gpus))
+    if request.nodes == 1:
+        if not options:
+            return None
+        _, node, gpus = min(options, key=lambda option: option[0])
+        return (_placement(node, gpus, request),)
     return _place_gang(options, request)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -60,9 +60,17 @@ class FillResult:
 
 def typical_shapes(requests: Sequence[Request]) -> Shapes:
     """The shapes the workload asks for, weighted by how many pods ask for each (the study's
-    "target workload"). CPU-only pods are left out: no GPU is unusable to them."""
-    counts = Counter(r.shape for r in requests if r.gpus_per_node > 0)
-    return {shape: float(count) for shape, count in sorted(counts.items())}
+    "target workload"), each with the median CPU of its pods, so that placement also counts
+    GPUs stranded on nodes without CPU left. CPU-only pods are left out: no GPU is unusable
+    to them."""
+    groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    for request in requests:
+        if request.gpus_per_node > 0:
+            groups[request.shape].append(request.cpu_milli)
+    return {
+        (*shape, int(statistics.median(cpus))): float(len(cpus))
+        for shape, cpus in sorted(groups.items())
+    }
 
 
 def arrival_stream(requests: Sequence[Request], target_milli: int, seed: int) -> list[Request]:

@@ -48,7 +48,7 @@ class Workload:
     nodes: tuple[Node, ...]
     jobs: tuple[Job, ...]
     tenants: Mapping[str, float]  # tenant (queue) -> weight
-    shapes: Mapping[tuple[int, int, int], float] = field(default_factory=dict)
+    shapes: Mapping[tuple[int, ...], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,7 @@ def from_trace(
             )
         )
     tenants = {job.tenant: QOS_TENANTS.get(job.tenant, (1.0, 0, True))[0] for job in jobs}
-    counts: dict[tuple[int, int, int], float] = {}
+    counts: dict[tuple[int, ...], float] = {}
     for job in jobs:
         counts[job.request.shape] = counts.get(job.request.shape, 0.0) + 1.0
     return Workload(nodes=tuple(nodes), jobs=tuple(jobs), tenants=tenants, shapes=counts)

@@ -288,3 +288,22 @@ def test_an_unschedulable_node_takes_nothing() -> None:
 
     assert decisions.allocations == ()
     assert decisions.pending["j"].code is ReasonCode.INSUFFICIENT
+
+
+def test_cpu_aware_shapes_keep_gpus_where_cpu_remains() -> None:
+    """Both nodes can take the 1-GPU job. On n0 it would leave 2 cores beside 7 free GPUs, so a
+    typical 1-GPU job asking for 4 cores could use none of them; on n1 CPU is plentiful."""
+    from dataclasses import replace
+
+    fleet = [
+        replace(n, cpu_milli=cpu) for n, cpu in zip(nodes("n", 2), (6_000, 64_000), strict=True)
+    ]
+    gpu_only = Policy(typical_shapes={(1, 1000, 1): 1.0})
+    cpu_aware = Policy(typical_shapes={(1, 1000, 1, 4_000): 1.0})
+    request = [job("j", 1, cpu_milli=4_000)]
+
+    by_gpu = schedule(Snapshot(tuple(fleet)), request, gpu_only, NOW)
+    by_cpu = schedule(Snapshot(tuple(fleet)), request, cpu_aware, NOW)
+
+    assert by_gpu.allocations[0].placements[0].node == "n0"  # ties go to the name
+    assert by_cpu.allocations[0].placements[0].node == "n1"

@@ -101,7 +101,15 @@ def policies(draw: st.DrawFn) -> Policy:
                 ends_at=NOW + 3600,
             ),
         )
-    return Policy(queues=queues, reservations=reservations, backfill=draw(st.booleans()))
+    # Sometimes typical shapes that name their CPU: the CPU-aware placement path.
+    cpu_aware: dict[tuple[int, ...], float] = {(1, 1000, 1, 4_000): 2.0, (8, 1000, 1, 32_000): 1.0}
+    shapes = draw(st.sampled_from([{}, cpu_aware]))
+    return Policy(
+        queues=queues,
+        reservations=reservations,
+        backfill=draw(st.booleans()),
+        typical_shapes=shapes,
+    )
 
 
 @st.composite
