@@ -39,7 +39,8 @@ def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = No
             unusable = sum(f for f in free if f < milli)
         else:
             whole = sum(1 for f in free if f == WHOLE)
-            unusable = total_free - (whole // max(gpus, 1)) * max(gpus, 1) * WHOLE
+            # Too few whole GPUs: the shape cannot land here at all; else only slivers are lost.
+            unusable = total_free if whole < gpus else total_free - whole * WHOLE
         expected += weight * unusable
     return expected / total_weight
 
