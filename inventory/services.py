@@ -278,25 +278,24 @@ def _has_allocations(node: Node) -> bool:
 
 def node_provision(*, actor: Actor, node: Node) -> Node:
     """Start a provisioning run; a worker takes it over once this commits."""
-    _require_operator(actor)
-    node = _locked(node)
-    run = node.provisioning_run + 1
-    _append(
-        actor,
-        ev.NODE_STREAM,
-        str(node.pk),
-        [
-            _transition(node, NodeAction.PROVISION, f"provisioning run {run}"),
-            ev.ProvisioningStarted(run=run, phase="provision", steps=list(PROVISION_STEPS)),
-        ],
-        node.version,
-    )
-    _dispatch_on_commit(node.pk)
-    return Node.objects.get(pk=node.pk)
+    return _start_run(actor, node, NodeAction.PROVISION, "provision", PROVISION_STEPS, None)
 
 
 def node_decommission(*, actor: Actor, node: Node, reason: str = "") -> Node:
     """Retire the node; a worker tears its resources down once this commits."""
+    return _start_run(actor, node, NodeAction.DECOMMISSION, "teardown", TEARDOWN_STEPS, reason)
+
+
+def _start_run(
+    actor: Actor,
+    node: Node,
+    action: NodeAction,
+    phase: str,
+    steps: Sequence[str],
+    reason: str | None,
+) -> Node:
+    """The lifecycle step and a new run of ``steps`` (``reason`` None: the run's number),
+    handed to a worker on commit."""
     _require_operator(actor)
     node = _locked(node)
     run = node.provisioning_run + 1
@@ -305,8 +304,8 @@ def node_decommission(*, actor: Actor, node: Node, reason: str = "") -> Node:
         ev.NODE_STREAM,
         str(node.pk),
         [
-            _transition(node, NodeAction.DECOMMISSION, reason),
-            ev.ProvisioningStarted(run=run, phase="teardown", steps=list(TEARDOWN_STEPS)),
+            _transition(node, action, f"provisioning run {run}" if reason is None else reason),
+            ev.ProvisioningStarted(run=run, phase=phase, steps=list(steps)),
         ],
         node.version,
     )

@@ -119,9 +119,7 @@ def _growth(
     before: Sequence[int], gpus: tuple[int, ...], milli: int, shapes: Shapes
 ) -> tuple[float, int]:
     """How much fragmentation grows by taking ``milli`` of ``gpus``, and what stays free."""
-    after = list(before)
-    for index in gpus:
-        after[index] -= milli
+    after = _after(before, gpus, milli)
     growth = fragmentation(after, shapes) - fragmentation(list(before), shapes)
     return (round(growth, 6), sum(after))
 
@@ -140,9 +138,10 @@ def _choices(capacity: Capacity, request: Request, shapes: Shapes) -> dict[int, 
     return choices
 
 
-def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes) -> Choice:
+def _choose_in_state(capacity: Capacity, state_id: int, request: Request) -> tuple[int, ...] | None:
+    """The GPUs the request would take on any node in this GPU state."""
     free, domains, shareable = capacity.states[state_id]
-    gpus = _choose(
+    return _choose(
         free,
         domains,
         shareable,
@@ -150,6 +149,19 @@ def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes)
         request.gpus_per_node,
         request.topology is Topology.SAME_NVLINK_DOMAIN,
     )
+
+
+def _after(free: Sequence[int], gpus: tuple[int, ...], milli: int) -> list[int]:
+    """The free shares once ``milli`` of each of ``gpus`` is taken."""
+    after = list(free)
+    for index in gpus:
+        after[index] -= milli
+    return after
+
+
+def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes) -> Choice:
+    free = capacity.states[state_id][0]
+    gpus = _choose_in_state(capacity, state_id, request)
     if gpus is None:
         return None
     growth, left = _growth(free, gpus, request.gpu_milli, shapes)
@@ -222,20 +234,11 @@ def _place_cpu_aware(
     costs: dict[tuple[int, int, int], float] = {}
     options: list[Option] = []
     for state_id, names in capacity.classes(model):
-        free, domains, shareable = capacity.states[state_id]
-        gpus = _choose(
-            free,
-            domains,
-            shareable,
-            request.gpu_milli,
-            request.gpus_per_node,
-            request.topology is Topology.SAME_NVLINK_DOMAIN,
-        )
+        free = capacity.states[state_id][0]
+        gpus = _choose_in_state(capacity, state_id, request)
         if gpus is None:
             continue
-        after = list(free)
-        for index in gpus:
-            after[index] -= request.gpu_milli
+        after = _after(free, gpus, request.gpu_milli)
         left = sum(after)
         for name in names:
             have = cpu_free[name]
