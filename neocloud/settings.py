@@ -58,6 +58,8 @@ INSTALLED_APPS = [
     "tenants",
     "inventory",
     "scheduler",
+    "catalog",
+    "orders",
 ]
 AUTH_USER_MODEL = "tenants.User"
 

@@ -10,6 +10,9 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", ApiRootView.as_view(), name="api-root"),
     path("", include("tenants.urls")),
     path("", include("inventory.urls")),
+    path("", include("catalog.urls")),
+    path("", include("orders.urls")),
+    path("", include("scheduler.urls")),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [
