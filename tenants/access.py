@@ -59,6 +59,10 @@ class Action(enum.Enum):
     QUOTA_READ = "quota.read"
     QUOTA_WRITE = "quota.write"
     AUDIT_READ = "audit.read"
+    ORDER_READ = "order.read"
+    ORDER_WRITE = "order.write"  # place and cancel orders
+    WORKLOAD_READ = "workload.read"  # workloads, reservations, queues
+    WORKLOAD_WRITE = "workload.write"  # submit and cancel workloads
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,12 @@ PERMISSIONS: dict[Action, Permission] = {
     Action.QUOTA_READ: Permission(READERS, Scope.READ),
     Action.QUOTA_WRITE: Permission(frozenset(), Scope.ADMIN),
     Action.AUDIT_READ: Permission(MANAGERS, Scope.READ),
+    Action.ORDER_READ: Permission(READERS | {Role.BILLING}, Scope.READ),
+    Action.ORDER_WRITE: Permission(MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True),
+    Action.WORKLOAD_READ: Permission(READERS, Scope.READ),
+    Action.WORKLOAD_WRITE: Permission(
+        MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True
+    ),
 }
 
 _SCOPE_IMPLIES = {
