@@ -9,7 +9,7 @@ services only start a run and hand it to a worker once the transaction commits.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -270,10 +270,48 @@ def node_transition(*, actor: Actor, node: Node, action: NodeAction, reason: str
     return Node.objects.get(pk=node.pk)
 
 
+class AllocationHooks:
+    """What the fleet asks of the scheduler without importing it (the scheduler depends on
+    the fleet, not the other way): whether work sits on a node, and to give back the work of
+    a node that failed. The scheduler registers them when it loads."""
+
+    def __init__(self) -> None:
+        self.has_allocations: Callable[[Node], bool] = lambda node: False
+        self.node_failed: Callable[[Node, str], int] = lambda node, reason: 0
+
+    def register(
+        self, *, has_allocations: Callable[[Node], bool], node_failed: Callable[[Node, str], int]
+    ) -> None:
+        self.has_allocations = has_allocations
+        self.node_failed = node_failed
+
+
+allocation_hooks = AllocationHooks()
+
+
 def _has_allocations(node: Node) -> bool:
-    """Whether workloads are placed on the node. No allocations exist before the scheduler
-    (issue 6) records them, so a drain completes at once until then."""
-    return False
+    return allocation_hooks.has_allocations(node)
+
+
+def node_drain_check(*, actor: Actor, node: Node) -> Node:
+    """A draining node whose last work ended goes to maintenance."""
+    node = _locked(node)
+    if node.state == NodeState.DRAINING and not _has_allocations(node):
+        _append(
+            actor,
+            ev.NODE_STREAM,
+            str(node.pk),
+            [
+                ev.NodeStateChanged(
+                    action=NodeAction.MAINTENANCE.value,
+                    from_state=NodeState.DRAINING.value,
+                    to_state=NodeState.MAINTENANCE.value,
+                    reason="drained",
+                )
+            ],
+            node.version,
+        )
+    return node
 
 
 def node_provision(*, actor: Actor, node: Node) -> Node:
@@ -320,15 +358,18 @@ def _dispatch_on_commit(node_id: uuid.UUID) -> None:
 
 
 def node_fail(*, actor: Actor, node: Node, reason: str) -> Node:
-    """Mark the node failed (heartbeats lost, provisioning gave up, an operator said so)."""
-    node = _locked(node)
-    _append(
-        actor,
-        ev.NODE_STREAM,
-        str(node.pk),
-        [_transition(node, NodeAction.FAIL, reason)],
-        node.version,
-    )
+    """Mark the node failed (heartbeats lost, provisioning gave up, an operator said so), and
+    in the same transaction give back the work that ran on it."""
+    with transaction.atomic():
+        node = _locked(node)
+        _append(
+            actor,
+            ev.NODE_STREAM,
+            str(node.pk),
+            [_transition(node, NodeAction.FAIL, reason)],
+            node.version,
+        )
+        allocation_hooks.node_failed(node, reason)
     return Node.objects.get(pk=node.pk)
 
 

@@ -155,6 +155,7 @@ CELERY_BEAT_SCHEDULE = {
     "idempotency-purge": {"task": "neocloud.idempotency_purge", "schedule": 3600.0},
     "provisioning-reconcile": {"task": "inventory.reconcile_provisioning", "schedule": 60.0},
     "heartbeat-check": {"task": "inventory.check_heartbeats", "schedule": 15.0},
+    "scheduler-tick": {"task": "scheduler.tick", "schedule": 5.0},
 }
 
 # --- Event store ----------------------------------------------------------------------------
@@ -175,6 +176,14 @@ SIMULATED_SEED = int(os.environ.get("SIMULATED_SEED", "0"))
 SIMULATED_HANG_S = float(os.environ.get("SIMULATED_HANG_S", "3600"))
 # A ready, cordoned or draining node not heard from for this long is failed.
 HEARTBEAT_TIMEOUT_S = float(os.environ.get("HEARTBEAT_TIMEOUT_S", "90"))
+
+# --- Scheduling -----------------------------------------------------------------------------
+# A cluster's scheduler holds its lease this long past its last cycle; a standby takes over
+# after that. Cycle requests closer together than the debounce make one cycle.
+SCHEDULER_LEASE_S = float(os.environ.get("SCHEDULER_LEASE_S", "15"))
+SCHEDULER_DEBOUNCE_S = float(os.environ.get("SCHEDULER_DEBOUNCE_S", "0.05"))
+# A run granted but not started after this long is dispatched again (its worker died).
+SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 
 # --- Stripe (filled in by the billing issue) ------------------------------------------------
 STRIPE_API_KEY = os.environ.get("STRIPE_API_KEY", "")

@@ -2,8 +2,15 @@ from django.apps import AppConfig
 
 
 class SchedulerConfig(AppConfig):
-    """For now the engine's commands (``simulate``) and benchmark; queues, workloads and the
-    scheduling service join with the order-to-running issue."""
+    """Queues, workloads, reservations and the scheduling service around the pure engine."""
 
     name = "scheduler"
     verbose_name = "Scheduler"
+
+    def ready(self) -> None:
+        from inventory import services as inventory
+        from scheduler import runs
+
+        inventory.allocation_hooks.register(
+            has_allocations=runs.node_has_allocations, node_failed=runs.node_failed
+        )

@@ -11,7 +11,10 @@ from inventory.drivers.base import (
     TEARDOWN_STEPS,
     NodeSpec,
     ProvisioningDriver,
+    RunOutcome,
+    RunState,
     StepFailed,
+    WorkloadRun,
 )
 
 DRIVERS = {
@@ -30,6 +33,9 @@ __all__ = [
     "TEARDOWN_STEPS",
     "NodeSpec",
     "ProvisioningDriver",
+    "RunOutcome",
+    "RunState",
     "StepFailed",
+    "WorkloadRun",
     "driver",
 ]

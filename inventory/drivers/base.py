@@ -8,6 +8,7 @@ APIs take client tokens. Workers die mid-step; the step then runs again.
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -52,6 +53,30 @@ class NodeSpec:
     memory_mib: int
 
 
+@dataclass(frozen=True)
+class WorkloadRun:
+    """One run of a workload on the GPUs of its allocation."""
+
+    allocation_id: UUID
+    workload_id: UUID
+    kind: str
+    node_ids: tuple[UUID, ...]
+    gpu_milli: int
+    runtime_s: float | None  # how long the work takes, where known (None: until stopped)
+
+
+class RunOutcome(enum.StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class RunState:
+    outcome: RunOutcome
+    message: str = ""
+
+
 class ProvisioningDriver(ABC):
     """One method per step; each returns details worth recording (ids, addresses)."""
 
@@ -93,3 +118,14 @@ class ProvisioningDriver(ABC):
 
     @abstractmethod
     def release_server(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails: ...
+
+    # Workloads: start a run on its allocation's nodes, ask how it goes, stop it.
+
+    @abstractmethod
+    def workload_start(self, run: WorkloadRun, *, idempotency_key: str) -> StepDetails: ...
+
+    @abstractmethod
+    def workload_poll(self, run: WorkloadRun, *, started_at: float, now: float) -> RunState: ...
+
+    @abstractmethod
+    def workload_stop(self, run: WorkloadRun, *, idempotency_key: str) -> StepDetails: ...

@@ -49,11 +49,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
 
-from inventory.drivers.base import NodeSpec, ProvisioningDriver, StepDetails, StepFailed
+from inventory.drivers.base import (
+    NodeSpec,
+    ProvisioningDriver,
+    RunOutcome,
+    RunState,
+    StepDetails,
+    StepFailed,
+    WorkloadRun,
+)
 from inventory.models import SimulatedEffect
 from inventory.provisioning import step_attempt
 
@@ -113,7 +122,7 @@ class SimulatedDriver(ProvisioningDriver):
     def allocate_server(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._perform(
             "allocate_server",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {
                 "server_id": f"srv-{_digest(idempotency_key, 12)}",
@@ -125,7 +134,7 @@ class SimulatedDriver(ProvisioningDriver):
     def install_gpu_drivers(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._perform(
             "install_gpu_drivers",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {"driver_version": "550.54.15", "cuda_version": "12.4"},
         )
@@ -133,7 +142,7 @@ class SimulatedDriver(ProvisioningDriver):
     def verify_gpus(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._perform(
             "verify_gpus",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {
                 "gpu_model": node.gpu_model,
@@ -145,7 +154,7 @@ class SimulatedDriver(ProvisioningDriver):
     def connect_network(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._perform(
             "connect_network",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {
                 "port_id": f"port-{_digest(idempotency_key, 12)}",
@@ -157,7 +166,7 @@ class SimulatedDriver(ProvisioningDriver):
     def attach_storage(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._perform(
             "attach_storage",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {
                 "volume_id": f"vol-{_digest(idempotency_key, 12)}",
@@ -170,7 +179,7 @@ class SimulatedDriver(ProvisioningDriver):
         # Only the public half is a result worth recording; the simulation has no secret.
         return self._perform(
             "create_credentials",
-            node,
+            node.node_id,
             idempotency_key,
             lambda: {
                 "ssh_user": "neocloud",
@@ -195,6 +204,32 @@ class SimulatedDriver(ProvisioningDriver):
     def release_server(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return self._undo("release_server", "allocate_server", "server_id", node, idempotency_key)
 
+    # --- workloads ---------------------------------------------------------------------------
+
+    def workload_start(self, run: WorkloadRun, *, idempotency_key: str) -> StepDetails:
+        return self._perform(
+            "workload_start",
+            run.node_ids[0],
+            idempotency_key,
+            lambda: {"container_id": f"ctr-{_digest(idempotency_key, 12)}"},
+        )
+
+    def workload_poll(self, run: WorkloadRun, *, started_at: float, now: float) -> RunState:
+        """A job ends after its runtime: it fails there with the ``workload_run`` fault's
+        ``fail`` probability (drawn per allocation), else succeeds. A service runs on."""
+        if run.runtime_s is None or now < started_at + run.runtime_s:
+            return RunState(RunOutcome.RUNNING)
+        fault = _faults().get("workload_run", Fault())
+        seed = int(getattr(settings, "SIMULATED_SEED", 0))
+        if fault.strikes("fail", seed=seed, key=str(run.allocation_id), attempt=1):
+            return RunState(RunOutcome.FAILED, "simulated failure of the workload")
+        return RunState(RunOutcome.SUCCEEDED, "exited 0")
+
+    def workload_stop(self, run: WorkloadRun, *, idempotency_key: str) -> StepDetails:
+        return self._perform(
+            "workload_stop", run.node_ids[0], idempotency_key, lambda: {"stopped": True}
+        )
+
     # --- the simulation ----------------------------------------------------------------------
 
     def _undo(
@@ -211,12 +246,12 @@ class SimulatedDriver(ProvisioningDriver):
             )
             return {field: done.result.get(field) if done else None, "removed": done is not None}
 
-        return self._perform(step, node, idempotency_key, result)
+        return self._perform(step, node.node_id, idempotency_key, result)
 
     def _perform(
         self,
         step: str,
-        node: NodeSpec,
+        node_id: UUID,
         idempotency_key: str,
         result: Callable[[], StepDetails],
     ) -> StepDetails:
@@ -243,7 +278,7 @@ class SimulatedDriver(ProvisioningDriver):
         with transaction.atomic(durable=True):
             effect, _ = SimulatedEffect.objects.get_or_create(
                 idempotency_key=idempotency_key,
-                defaults={"node_id": node.node_id, "step": step, "result": result()},
+                defaults={"node_id": node_id, "step": step, "result": result()},
             )
         if strikes("crash"):
             _crash()

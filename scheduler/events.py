@@ -1,0 +1,177 @@
+"""Scheduling events.
+
+Streams:
+- ``workload/<id>``: a workload's whole life as its owner and its runs see it (submitted,
+  cancel asked, provisioning, running, released with the status it leaves behind).
+- ``schedule/<cluster id>``: the scheduler's decisions for one cluster (admissions, grants,
+  preemptions). Every cycle appends with the version it read, so two schedulers can never
+  grant the same GPU: the second append conflicts and its cycle is redone.
+- ``queue/<project id>``, ``priority_class/<name>``, ``reservation/<id>``: policy.
+
+An allocation is granted in the schedule stream and released in the workload stream (a run
+ended, the workload was cancelled, its node failed) or in the schedule stream (preempted).
+Releases never need the scheduler's version: freeing a GPU cannot double-book one, and a
+scheduler that has not read a release yet only sees less free capacity than there is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from events.types import DomainEvent, event_type
+
+WORKLOAD_STREAM = "workload"
+SCHEDULE_STREAM = "schedule"
+QUEUE_STREAM = "queue"
+PRIORITY_CLASS_STREAM = "priority_class"
+RESERVATION_STREAM = "reservation"
+
+
+class PlacementData(BaseModel):
+    """One node's part of an allocation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node_id: UUID
+    node: str
+    gpus: list[int]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
+@event_type("scheduler.PriorityClassDefined")
+class PriorityClassDefined(DomainEvent):
+    name: str
+    value: int
+    preemptible: bool  # work of this class may be preempted unless it says otherwise
+    description: str
+
+
+@event_type("scheduler.QueueConfigured")
+class QueueConfigured(DomainEvent):
+    project_id: UUID
+    organization_id: UUID
+    cohort: str
+    borrowing_limit: int | None
+    lending_limit: int | None
+    weight: float
+
+
+@event_type("scheduler.WorkloadSubmitted")
+class WorkloadSubmitted(DomainEvent):
+    workload_id: UUID
+    organization_id: UUID
+    project_id: UUID
+    cluster_id: UUID
+    name: str
+    kind: str
+    gpu_models: list[str]
+    gpus_per_node: int
+    nodes: int
+    min_nodes: int | None
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+    priority_class: str
+    priority: int
+    preemptible: bool
+    topology: str
+    runtime_estimate_s: float | None
+    max_runtime_s: float | None
+    retry_limit: int
+    restart_policy: str
+    reservation_id: UUID | None
+    price_plan: str
+    offering: str | None
+    order_id: UUID | None
+
+
+@event_type("scheduler.WorkloadCancelRequested")
+class WorkloadCancelRequested(DomainEvent):
+    cluster_id: UUID
+    reason: str
+
+
+@event_type("scheduler.WorkloadAdmitted")
+class WorkloadAdmitted(DomainEvent):
+    """The cluster's scheduler took the workload into its queue."""
+
+    workload_id: UUID
+
+
+@event_type("scheduler.AllocationGranted")
+class AllocationGranted(DomainEvent):
+    allocation_id: UUID
+    workload_id: UUID
+    organization_id: UUID
+    project_id: UUID
+    gpu_model: str | None
+    placements: list[PlacementData]
+    granted_at: datetime
+
+
+@event_type("scheduler.WorkloadPreempted")
+class WorkloadPreempted(DomainEvent):
+    """Releases the victim's allocation; the victim goes back to pending."""
+
+    workload_id: UUID
+    allocation_id: UUID
+    by_workload_id: UUID
+    reason: str
+
+
+@event_type("scheduler.WorkloadProvisioning")
+class WorkloadProvisioning(DomainEvent):
+    allocation_id: UUID
+    placements: list[PlacementData]
+
+
+@event_type("scheduler.WorkloadRunning")
+class WorkloadRunning(DomainEvent):
+    allocation_id: UUID
+    started_at: datetime
+    details: dict[str, str]
+
+
+@event_type("scheduler.AllocationReleased")
+class AllocationReleased(DomainEvent):
+    """An allocation ended. ``status`` is what the workload becomes: ``pending`` when it is
+    requeued (retried, restarted, its node failed), else final."""
+
+    allocation_id: UUID
+    cluster_id: UUID
+    reason: str  # succeeded, failed, cancelled, node_failure, max_runtime, lost
+    message: str
+    status: str
+    released_at: datetime
+
+
+@event_type("scheduler.WorkloadCancelled")
+class WorkloadCancelled(DomainEvent):
+    """A workload cancelled while it held no GPUs."""
+
+    cluster_id: UUID
+    reason: str
+
+
+@event_type("scheduler.ReservationCreated")
+class ReservationCreated(DomainEvent):
+    reservation_id: UUID
+    organization_id: UUID
+    project_id: UUID
+    cluster_id: UUID
+    gpu_model: str
+    gpus: int
+    starts_at: datetime
+    ends_at: datetime
+    offering: str | None
+    order_id: UUID | None
+
+
+@event_type("scheduler.ReservationCancelled")
+class ReservationCancelled(DomainEvent):
+    reason: str

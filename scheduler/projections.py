@@ -1,0 +1,181 @@
+"""The scheduling tables, kept from the scheduling streams inside each append.
+
+Releases race: a run may end while the scheduler preempts it. The log orders them, and the
+first release of an allocation wins; a later one is recorded in the log and changes nothing.
+"""
+
+from __future__ import annotations
+
+from django.db.models import F
+
+from events import projections
+from events.projections import handles
+from events.store import RecordedEvent
+from scheduler import events as ev
+from scheduler.models import (
+    FINAL_STATUSES,
+    Allocation,
+    PriorityClass,
+    Queue,
+    Reservation,
+    ReservationStatus,
+    Workload,
+    WorkloadStatus,
+)
+
+
+class Scheduling(projections.Projection):
+    name = "scheduler.scheduling"
+    models = (PriorityClass, Queue, Reservation, Workload, Allocation)
+
+    @handles(ev.PriorityClassDefined)
+    def priority_class_defined(self, event: RecordedEvent) -> None:
+        data = dict(event.data)
+        PriorityClass.objects.update_or_create(name=data.pop("name"), defaults=data)
+
+    @handles(ev.QueueConfigured)
+    def queue_configured(self, event: RecordedEvent) -> None:
+        data = dict(event.data)
+        Queue.objects.update_or_create(
+            project_id=data.pop("project_id"),
+            defaults={**data, "version": event.version},
+        )
+
+    @handles(ev.WorkloadSubmitted)
+    def workload_submitted(self, event: RecordedEvent) -> None:
+        data = dict(event.data)
+        data["id"] = data.pop("workload_id")
+        data["offering"] = data["offering"] or ""
+        Workload.objects.create(
+            **data,
+            status=WorkloadStatus.PENDING,
+            submitted_at=event.recorded_at,
+            version=event.version,
+        )
+
+    @handles(ev.WorkloadCancelRequested)
+    def cancel_requested(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(id=event.stream_id).update(
+            cancel_requested=True, version=event.version
+        )
+
+    @handles(ev.WorkloadAdmitted)
+    def admitted(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(id=event.data["workload_id"], status=WorkloadStatus.PENDING).update(
+            status=WorkloadStatus.ADMITTED, status_reason=""
+        )
+
+    @handles(ev.AllocationGranted)
+    def granted(self, event: RecordedEvent) -> None:
+        data = event.data
+        placements = data["placements"]
+        Allocation.objects.create(
+            id=data["allocation_id"],
+            workload_id=data["workload_id"],
+            organization_id=data["organization_id"],
+            project_id=data["project_id"],
+            cluster_id=event.stream_id,
+            gpu_model=data["gpu_model"] or "",
+            placements=placements,
+            gpu_milli=sum(len(p["gpus"]) * p["gpu_milli"] for p in placements),
+            granted_at=data["granted_at"],
+        )
+        workload = Workload.objects.get(id=data["workload_id"])
+        workload.status = WorkloadStatus.SCHEDULED
+        workload.status_reason = ""
+        workload.allocation_id = data["allocation_id"]
+        workload.runs += 1
+        workload.started_at = None
+        workload.save()
+
+    @handles(ev.WorkloadPreempted)
+    def preempted(self, event: RecordedEvent) -> None:
+        data = event.data
+        if not _release(data["allocation_id"], event, "preempted"):
+            return
+        Workload.objects.filter(
+            id=data["workload_id"], allocation_id=data["allocation_id"]
+        ).exclude(status__in=FINAL_STATUSES).update(
+            status=WorkloadStatus.PENDING,
+            status_reason=f"preempted: {data['reason']}"[:300],
+            allocation_id=None,
+            started_at=None,
+            preemptions=F("preemptions") + 1,
+        )
+
+    @handles(ev.WorkloadProvisioning)
+    def provisioning(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(
+            id=event.stream_id,
+            allocation_id=event.data["allocation_id"],
+            status=WorkloadStatus.SCHEDULED,
+        ).update(status=WorkloadStatus.PROVISIONING)
+        Workload.objects.filter(id=event.stream_id).update(version=event.version)
+
+    @handles(ev.WorkloadRunning)
+    def running(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(
+            id=event.stream_id,
+            allocation_id=event.data["allocation_id"],
+            status__in=[WorkloadStatus.SCHEDULED, WorkloadStatus.PROVISIONING],
+        ).update(status=WorkloadStatus.RUNNING, started_at=event.data["started_at"])
+        Workload.objects.filter(id=event.stream_id).update(version=event.version)
+
+    @handles(ev.AllocationReleased)
+    def released(self, event: RecordedEvent) -> None:
+        data = event.data
+        if _release(data["allocation_id"], event, data["reason"]):
+            workload = Workload.objects.get(id=event.stream_id)
+            if workload.allocation_id is not None and str(workload.allocation_id) == str(
+                data["allocation_id"]
+            ):
+                workload.status = data["status"]
+                workload.status_reason = data["message"][:300]
+                workload.allocation_id = None
+                workload.started_at = None
+                if data["reason"] in {"failed", "max_runtime"}:
+                    workload.failures += 1
+                if workload.status in FINAL_STATUSES:
+                    workload.finished_at = data["released_at"]
+                workload.save()
+        Workload.objects.filter(id=event.stream_id).update(version=event.version)
+
+    @handles(ev.WorkloadCancelled)
+    def cancelled(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(id=event.stream_id).update(
+            status=WorkloadStatus.CANCELLED,
+            status_reason=event.data["reason"][:300],
+            finished_at=event.recorded_at,
+            version=event.version,
+        )
+
+    @handles(ev.ReservationCreated)
+    def reservation_created(self, event: RecordedEvent) -> None:
+        data = dict(event.data)
+        data["id"] = data.pop("reservation_id")
+        data["offering"] = data["offering"] or ""
+        Reservation.objects.create(
+            **data,
+            status=ReservationStatus.ACTIVE,
+            created_at=event.recorded_at,
+            version=event.version,
+        )
+
+    @handles(ev.ReservationCancelled)
+    def reservation_cancelled(self, event: RecordedEvent) -> None:
+        Reservation.objects.filter(id=event.stream_id).update(
+            status=ReservationStatus.CANCELLED, version=event.version
+        )
+
+
+def _release(allocation_id: str, event: RecordedEvent, reason: str) -> bool:
+    """Close the allocation unless an earlier release did; whether this one did."""
+    return bool(
+        Allocation.objects.filter(id=allocation_id, released_at__isnull=True).update(
+            released_at=event.data.get("released_at") or event.recorded_at,
+            release_reason=reason,
+        )
+    )
+
+
+projections.register(Scheduling(), synchronous=True)

@@ -1,0 +1,190 @@
+"""Runs: an allocation brought up on its nodes through the provisioning driver, watched, and
+ended. Orchestration, not scheduling: the scheduler granted the GPUs; this starts the work
+on them and gives them back when it ends.
+
+Every function may run twice for one allocation (a worker killed mid-way, a message
+delivered again): each checks that the workload still holds the allocation and what state
+the run is in, and the driver's calls carry idempotency keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from inventory.drivers import RunOutcome, StepFailed, WorkloadRun, driver
+from inventory.models import Node
+from scheduler import services
+from scheduler.models import Allocation, Workload, WorkloadStatus
+from tenants.access import Actor
+
+logger = logging.getLogger(__name__)
+
+ACTOR = Actor.system_actor("runs")
+
+
+@dataclass(frozen=True)
+class Next:
+    """What the caller should do next: look again in ``check_in_s`` seconds (None: nothing)."""
+
+    check_in_s: float | None = None
+
+
+def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
+    return WorkloadRun(
+        allocation_id=allocation.pk,
+        workload_id=workload.pk,
+        kind=workload.kind,
+        node_ids=tuple(uuid.UUID(str(p["node_id"])) for p in allocation.placements),
+        gpu_milli=allocation.gpu_milli,
+        runtime_s=workload.runtime_estimate_s,
+    )
+
+
+def run_start(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Next:
+    """Provision the run and mark it running."""
+    with transaction.atomic():
+        workload = services.run_holder(workload_id, allocation_id)
+        if workload is None:
+            return Next()  # released meanwhile
+        if workload.cancel_requested:
+            services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
+            return Next()
+        if workload.status == WorkloadStatus.RUNNING:
+            return _next_check(workload)  # started before this delivery
+        allocation = Allocation.objects.get(pk=allocation_id)
+        if workload.status == WorkloadStatus.SCHEDULED:
+            services.run_provisioning(
+                actor=ACTOR, workload=workload, placements=list(allocation.placements)
+            )
+    run = _run_of(workload, allocation)
+    try:
+        details = driver().workload_start(run, idempotency_key=f"{allocation_id}:start")
+    except StepFailed as failure:
+        if failure.retryable:
+            raise
+        return _end(workload_id, allocation_id, "failed", str(failure))
+    with transaction.atomic():
+        workload = services.run_holder(workload_id, allocation_id)
+        if workload is None:
+            return Next()
+        if workload.status != WorkloadStatus.RUNNING:
+            services.run_started(actor=ACTOR, workload=workload, details=details)
+            workload.refresh_from_db()
+        return _next_check(workload)
+
+
+def run_check(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Next:
+    """Ask the driver how the run goes; end it when it ended or overran its maximum."""
+    workload = Workload.objects.filter(pk=workload_id).first()
+    if (
+        workload is None
+        or str(workload.allocation_id) != str(allocation_id)
+        or workload.status != WorkloadStatus.RUNNING
+        or workload.started_at is None
+    ):
+        return Next()
+    now = timezone.now()
+    allocation = Allocation.objects.get(pk=allocation_id)
+    state = driver().workload_poll(
+        _run_of(workload, allocation),
+        started_at=workload.started_at.timestamp(),
+        now=now.timestamp(),
+    )
+    if state.outcome is not RunOutcome.RUNNING:
+        return _end(workload_id, allocation_id, state.outcome.value, state.message)
+    if workload.max_runtime_s is not None and now >= workload.started_at + timedelta(
+        seconds=workload.max_runtime_s
+    ):
+        run_stop(workload_id, allocation_id)
+        return _end(
+            workload_id,
+            allocation_id,
+            "max_runtime",
+            f"stopped after its maximum runtime of {workload.max_runtime_s:g} s",
+        )
+    return _next_check(workload)
+
+
+def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
+    """Stop the work on the nodes (after a cancel, or an overrun)."""
+    workload = Workload.objects.filter(pk=workload_id).first()
+    allocation = Allocation.objects.filter(pk=allocation_id).first()
+    if workload is None or allocation is None:
+        return
+    driver().workload_stop(_run_of(workload, allocation), idempotency_key=f"{allocation_id}:stop")
+
+
+def _end(workload_id: uuid.UUID, allocation_id: uuid.UUID, reason: str, message: str) -> Next:
+    with transaction.atomic():
+        workload = services.run_holder(workload_id, allocation_id)
+        if workload is not None:
+            services.run_ended(actor=ACTOR, workload=workload, reason=reason, message=message)
+    return Next()
+
+
+def _next_check(workload: Workload) -> Next:
+    """When the run may next have changed: its runtime's end or its maximum, whichever is
+    first (a service without a maximum is only looked at by the reconciler)."""
+    assert workload.started_at is not None  # noqa: S101 (running)
+    ends = [s for s in (workload.runtime_estimate_s, workload.max_runtime_s) if s is not None]
+    if not ends:
+        return Next()
+    due = workload.started_at + timedelta(seconds=min(ends))
+    return Next(check_in_s=max(0.0, (due - timezone.now()).total_seconds()))
+
+
+def runs_reconcile() -> tuple[list[tuple[uuid.UUID, uuid.UUID]], list[tuple[uuid.UUID, uuid.UUID]]]:
+    """Runs to start again (granted or provisioning for too long: their worker died) and
+    running ones past their due check (its delayed task was lost, or there is none in
+    process), as (workload, allocation) pairs."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.SCHEDULER_RUN_STALE_AFTER_S)
+    current = Allocation.objects.filter(released_at__isnull=True, workload__allocation_id=F("id"))
+    to_start = current.filter(
+        granted_at__lt=stale,
+        workload__status__in=[WorkloadStatus.SCHEDULED, WorkloadStatus.PROVISIONING],
+    ).values_list("workload_id", "id")
+    running = Workload.objects.filter(status=WorkloadStatus.RUNNING, allocation_id__isnull=False)
+    overdue = [
+        (w.pk, w.allocation_id)
+        for w in running
+        if w.allocation_id is not None
+        and (check := _next_check(w).check_in_s) is not None
+        and check <= 0
+    ]
+    return list(to_start), overdue
+
+
+def node_failed(node: Node, reason: str) -> int:
+    """Release every allocation on a failed node; its workloads are requeued or failed by
+    their policy. Runs inside the transaction that failed the node."""
+    ended = 0
+    live = Allocation.objects.filter(cluster_id=node.cluster_id, released_at__isnull=True)
+    for allocation in live:
+        if not any(str(p["node_id"]) == str(node.pk) for p in allocation.placements):
+            continue
+        workload = services.run_holder(allocation.workload_id, allocation.pk)
+        if workload is not None:
+            services.run_ended(
+                actor=ACTOR,
+                workload=workload,
+                reason="node_failure",
+                message=f"node {node.name} failed: {reason}"[:300],
+            )
+            ended += 1
+    return ended
+
+
+def node_has_allocations(node: Node) -> bool:
+    live = Allocation.objects.filter(cluster_id=node.cluster_id, released_at__isnull=True)
+    return any(
+        str(p["node_id"]) == str(node.pk) for a in live.only("placements") for p in a.placements
+    )

@@ -1,0 +1,437 @@
+"""The scheduling service: one cycle of one cluster, on the lease holder.
+
+A holder keeps the cluster's state in memory (``ClusterState``): built from the tables at a
+log position, then caught up by reading the log after it. A cycle catches up, runs the
+engine, and appends its decisions to the cluster's schedule stream with the version it read.
+If another writer moved the stream, the append conflicts, nothing is written, the state is
+thrown away and rebuilt, and the cycle runs again: two schedulers can never grant one GPU.
+
+Who may decide is a lease (``SchedulerLease``): at most one holder per cluster until it
+expires; a standby takes over then. The lease saves work; the expected version is what
+keeps the log correct even when two holders overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from events import store
+from events.errors import StreamConflict
+from events.store import Metadata, RecordedEvent
+from events.types import DomainEvent
+from inventory.models import Cluster
+from scheduler import events as ev
+from scheduler import triggers
+from scheduler.engine.cycle import Scheduler
+from scheduler.engine.model import Allocation, Decisions, PendingReason, Request, Snapshot
+from scheduler.models import SchedulerLease, WorkloadWait
+from scheduler.snapshot import ClusterView, allocation_of, cluster_view, epoch, request_of
+
+logger = logging.getLogger(__name__)
+
+WORKLOAD_TYPES = frozenset(
+    {
+        ev.WorkloadSubmitted.event_type,
+        ev.WorkloadCancelRequested.event_type,
+        ev.WorkloadCancelled.event_type,
+        ev.AllocationGranted.event_type,
+        ev.WorkloadPreempted.event_type,
+        ev.AllocationReleased.event_type,
+    }
+)
+# Rare changes of the fleet or of policy: the state is rebuilt from the tables.
+REBUILD_TYPES = frozenset(
+    {
+        "inventory.NodeRegistered",
+        "inventory.NodeRespecified",
+        "inventory.NodeStateChanged",
+        "inventory.GpuFailed",
+        "inventory.GpuRecovered",
+        "tenants.QuotaSet",
+        "tenants.QuotaCleared",
+        ev.QueueConfigured.event_type,
+        ev.ReservationCreated.event_type,
+        ev.ReservationCancelled.event_type,
+    }
+)
+MAX_ATTEMPTS = 5
+
+
+HOLDER: str | None = None  # a Celery worker's name, set when it starts
+
+
+def holder_name() -> str:
+    """Who this process is as a lease holder: its worker (whose processes take turns), or
+    the process itself."""
+    return HOLDER or f"{socket.gethostname()}:{os.getpid()}"
+
+
+# --- the lease -------------------------------------------------------------------------------
+
+
+def lease_acquire(cluster_id: uuid.UUID, holder: str) -> int | None:
+    """Take or renew the cluster's lease; its term if ``holder`` has it now, else None."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=settings.SCHEDULER_LEASE_S)
+    with transaction.atomic():
+        SchedulerLease.objects.get_or_create(
+            cluster_id=cluster_id, defaults={"holder": "", "expires_at": now}
+        )
+        lease = SchedulerLease.objects.select_for_update().get(cluster_id=cluster_id)
+        if lease.holder != holder and lease.expires_at > now:
+            return None
+        if lease.holder != holder:
+            lease.term += 1
+            lease.holder = holder
+        lease.expires_at = expires
+        lease.save()
+        return lease.term
+
+
+def lease_holder(cluster_id: uuid.UUID) -> str | None:
+    lease = SchedulerLease.objects.filter(cluster_id=cluster_id).first()
+    if lease is None or lease.expires_at <= timezone.now():
+        return None
+    return lease.holder
+
+
+def lease_release(cluster_id: uuid.UUID, holder: str) -> None:
+    SchedulerLease.objects.filter(cluster_id=cluster_id, holder=holder).update(
+        expires_at=timezone.now()
+    )
+
+
+# --- the state of a cluster ------------------------------------------------------------------
+
+
+@dataclass
+class ClusterState:
+    """What a holder knows of its cluster, as of log ``position`` and schedule ``version``."""
+
+    cluster_id: uuid.UUID
+    term: int
+    position: int
+    version: int
+    view: ClusterView
+    engine: Scheduler
+    reasons: dict[str, PendingReason] = field(default_factory=dict)  # as written last
+    stale: bool = False  # something only a rebuild reads changed
+
+    @classmethod
+    def build(cls, cluster_id: uuid.UUID, term: int) -> ClusterState:
+        fresh = not connection.in_atomic_block
+        with transaction.atomic():
+            if fresh and connection.vendor == "postgresql":
+                # One snapshot for the position and every table read after it.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            position = store.head_position()
+            version = store.stream_version(ev.SCHEDULE_STREAM, str(cluster_id))
+            view = cluster_view(cluster_id)
+        running = view.faults + tuple(a for _, a in view.running.values())
+        engine = Scheduler(Snapshot(view.nodes, running), view.policy)
+        return cls(cluster_id, term, position, version, view, engine)
+
+    def catch_up(self) -> None:
+        """Apply what the log recorded since ``position``."""
+        head = store.head_position()
+        for batch in store.iter_batches(after=self.position, types=WORKLOAD_TYPES | REBUILD_TYPES):
+            for event in batch:
+                self._apply(event)
+            self.position = batch[-1].position
+        self.position = max(self.position, head)
+
+    def _apply(self, event: RecordedEvent) -> None:
+        if event.type in REBUILD_TYPES:
+            self.stale = True
+            return
+        data = event.data
+        mine = str(data.get("cluster_id", event.stream_id)) == str(self.cluster_id)
+        if event.stream_type == ev.SCHEDULE_STREAM:
+            mine = event.stream_id == str(self.cluster_id)
+            self.version = max(self.version, event.version)
+        if not mine:
+            return
+        view = self.view
+        workload = str(data.get("workload_id") or event.stream_id)
+        if event.type == ev.WorkloadSubmitted.event_type:
+            request = request_of({**data, "submitted_at": event.recorded_at})
+            view.requests[workload] = request
+            view.waiting[workload] = False
+            if request.queue not in view.policy.queues:
+                self.stale = True  # a project new here: its queue joins the policy
+        elif event.type in (ev.WorkloadCancelRequested.event_type, ev.WorkloadCancelled.event_type):
+            view.waiting.pop(workload, None)
+        elif event.type == ev.AllocationGranted.event_type:
+            if workload in view.running:
+                return  # our own grant, applied when it was made
+            request = view.requests[workload]
+            allocation = allocation_of(
+                request, data["gpu_model"], data["placements"], epoch(data["granted_at"])
+            )
+            view.running[workload] = (uuid.UUID(data["allocation_id"]), allocation)
+            view.waiting.pop(workload, None)
+            self.engine.add(allocation)
+        else:  # a release: preempted (schedule stream) or ended (workload stream)
+            held = view.running.get(workload)
+            if held is None or str(held[0]) != str(data["allocation_id"]):
+                return  # released before: the first release wins
+            del view.running[workload]
+            self.engine.release(held[1])
+            requeued = event.type == ev.WorkloadPreempted.event_type or data["status"] == "pending"
+            if requeued:
+                view.waiting[workload] = False
+            else:
+                view.requests.pop(workload, None)
+
+
+_states: dict[uuid.UUID, ClusterState] = {}
+
+
+def forget(cluster_id: uuid.UUID | None = None) -> None:
+    """Drop what this process keeps (all clusters when None)."""
+    if cluster_id is None:
+        _states.clear()
+    else:
+        _states.pop(cluster_id, None)
+
+
+# --- the cycle -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    holder: str | None  # who holds the lease when this process did not
+    granted: int = 0
+    preempted: int = 0
+    waiting: int = 0
+
+    @property
+    def ran(self) -> bool:
+        return self.holder is None
+
+
+_locks_guard = threading.Lock()
+_locks: dict[uuid.UUID, threading.Lock] = {}
+LOCK_CLASS = 7001  # advisory lock class of cluster cycles (two-key space: apart from others)
+
+
+@contextmanager
+def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
+    """One cycle of a cluster at a time: across threads here, and across the processes of a
+    worker, which share its name as lease holder."""
+    with _locks_guard:
+        lock = _locks.setdefault(cluster_id, threading.Lock())
+    with lock:
+        if connection.vendor != "postgresql":
+            yield
+            return
+        key = [LOCK_CLASS, int.from_bytes(cluster_id.bytes[:4], "big", signed=True)]
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", key)
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+def cycle_run(cluster_id: uuid.UUID, holder: str | None = None) -> CycleResult:
+    """One cycle of the cluster if this process holds (or can take) its lease."""
+    with _serialised(cluster_id):
+        return _cycle(cluster_id, holder or holder_name())
+
+
+def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
+    term = lease_acquire(cluster_id, holder)
+    if term is None:
+        return CycleResult(holder=lease_holder(cluster_id) or "")
+    for _attempt in range(MAX_ATTEMPTS):
+        state = _states.get(cluster_id)
+        if state is None or state.term != term or state.stale:
+            state = _states[cluster_id] = ClusterState.build(cluster_id, term)
+        state.catch_up()
+        if state.stale:
+            state = _states[cluster_id] = ClusterState.build(cluster_id, term)
+            state.catch_up()
+        try:
+            return _decide(state)
+        except StreamConflict:
+            # Another writer moved the schedule stream: our engine applied decisions that
+            # were not recorded. Start again from the log.
+            forget(cluster_id)
+        except BaseException:
+            forget(cluster_id)  # the same, for any failure to record them
+            raise
+    logger.warning("cluster %s: cycle gave up after %d conflicts", cluster_id, MAX_ATTEMPTS)
+    return CycleResult(holder=None)
+
+
+def _decide(state: ClusterState) -> CycleResult:
+    view, now = state.view, timezone.now()
+    pending = [view.requests[w] for w in sorted(view.waiting)]
+    decisions = state.engine.cycle(pending, now.timestamp())
+    changes = _decision_events(state, decisions, now)
+    grants: list[tuple[uuid.UUID, uuid.UUID]] = []
+    with transaction.atomic():
+        if changes:
+            recorded = store.append(
+                ev.SCHEDULE_STREAM,
+                str(state.cluster_id),
+                changes,
+                expected_version=state.version,
+                metadata=Metadata(
+                    actor="system:scheduler", extra={"holder": holder_name(), "term": state.term}
+                ),
+            )
+            state.version = recorded[-1].version
+            grants = [
+                (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
+                for e in recorded
+                if e.type == ev.AllocationGranted.event_type
+            ]
+            triggers.runs_start(grants)
+        _record_reasons(state, decisions, now)
+    _applied(state, decisions, changes)
+    return CycleResult(
+        holder=None,
+        granted=len(decisions.allocations),
+        preempted=len(decisions.preemptions),
+        waiting=len(decisions.pending),
+    )
+
+
+def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -> list[DomainEvent]:
+    view = state.view
+    changes: list[DomainEvent] = []
+    for workload, admitted in sorted(view.waiting.items()):
+        if not admitted:
+            changes.append(ev.WorkloadAdmitted(workload_id=uuid.UUID(workload)))
+    for preemption in decisions.preemptions:
+        allocation_id, _ = view.running[preemption.victim]
+        changes.append(
+            ev.WorkloadPreempted(
+                workload_id=uuid.UUID(preemption.victim),
+                allocation_id=allocation_id,
+                by_workload_id=uuid.UUID(preemption.for_workload),
+                reason=preemption.reason,
+            )
+        )
+    for allocation in decisions.allocations:
+        request = view.requests[allocation.workload]
+        changes.append(
+            ev.AllocationGranted(
+                allocation_id=uuid.uuid4(),
+                workload_id=uuid.UUID(allocation.workload),
+                organization_id=uuid.UUID(request.organization),
+                project_id=uuid.UUID(request.project),
+                gpu_model=allocation.gpu_model,
+                placements=[
+                    ev.PlacementData(
+                        node_id=uuid.UUID(p.node),
+                        node=view.node_names.get(p.node, p.node),
+                        gpus=list(p.gpus),
+                        gpu_milli=p.gpu_milli,
+                        cpu_milli=p.cpu_milli,
+                        memory_mib=p.memory_mib,
+                    )
+                    for p in allocation.placements
+                ],
+                granted_at=now,
+            )
+        )
+    return changes
+
+
+def _applied(state: ClusterState, decisions: Decisions, changes: Iterable[DomainEvent]) -> None:
+    """Bring the bookkeeping around the engine (which applied its decisions) up to date."""
+    view = state.view
+    for workload in view.waiting:
+        view.waiting[workload] = True
+    for preemption in decisions.preemptions:
+        del view.running[preemption.victim]
+        view.waiting[preemption.victim] = False  # pending again: admitted anew next cycle
+    granted = {str(c.workload_id): c for c in changes if isinstance(c, ev.AllocationGranted)}
+    for allocation in decisions.allocations:
+        grant = granted[allocation.workload]
+        view.running[allocation.workload] = (grant.allocation_id, allocation)
+        view.waiting.pop(allocation.workload, None)
+
+
+def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) -> None:
+    """Keep ``WorkloadWait`` to the reasons of this cycle, writing only what changed."""
+    gone = [w for w in state.reasons if w not in decisions.pending]
+    if gone:
+        WorkloadWait.objects.filter(workload_id__in=gone).delete()
+        for workload in gone:
+            del state.reasons[workload]
+    changed = [
+        WorkloadWait(
+            workload_id=uuid.UUID(workload),
+            cluster_id=state.cluster_id,
+            code=reason.code.value,
+            message=reason.message[:500],
+            figures=_plain(reason.figures),
+            updated_at=now,
+        )
+        for workload, reason in decisions.pending.items()
+        if state.reasons.get(workload) != reason
+    ]
+    if changed:
+        WorkloadWait.objects.bulk_create(
+            changed,
+            update_conflicts=True,
+            unique_fields=["workload_id"],
+            update_fields=["code", "message", "figures", "updated_at"],
+        )
+        for row in changed:
+            state.reasons[str(row.workload_id)] = decisions.pending[str(row.workload_id)]
+
+
+def _plain(figures: object) -> object:
+    """Figures as JSON can hold them."""
+    if isinstance(figures, dict):
+        return {str(k): _plain(v) for k, v in figures.items()}
+    if isinstance(figures, list | tuple | set | frozenset):
+        return [_plain(v) for v in figures]
+    if isinstance(figures, str | int | float | bool) or figures is None:
+        return figures
+    return str(figures)
+
+
+# --- requests for a cycle --------------------------------------------------------------------
+
+
+def cycle_request(cluster_id: uuid.UUID) -> None:
+    """Ask for a cycle of the cluster soon (several asks close together make one cycle)."""
+    from scheduler import tasks
+
+    tasks.cycle_dispatch(cluster_id)
+
+
+def cycle_request_all() -> None:
+    for cluster_id in Cluster.objects.values_list("id", flat=True):
+        cycle_request(cluster_id)
+
+
+def running_allocations(cluster_id: uuid.UUID) -> list[Allocation]:
+    """The allocations this process believes live (tests compare them with the tables)."""
+    state = _states.get(cluster_id)
+    return [] if state is None else [a for _, a in state.view.running.values()]
+
+
+def pending_requests(cluster_id: uuid.UUID) -> list[Request]:
+    state = _states.get(cluster_id)
+    return [] if state is None else [state.view.requests[w] for w in sorted(state.view.waiting)]

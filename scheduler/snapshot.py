@@ -1,0 +1,243 @@
+"""The engine's view of one cluster, read from the tables: nodes, running work, waiting work
+and policy. The tables are projections of the log, so what is read here at log position P is
+what a replay of the log up to P gives.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from inventory.lifecycle import NodeState
+from inventory.models import Node as NodeRow
+from scheduler.engine.model import (
+    Allocation,
+    Node,
+    Placement,
+    Policy,
+    QueueConfig,
+    Request,
+    Reservation,
+    Topology,
+)
+from scheduler.models import (
+    WAITING_STATUSES,
+    Queue,
+    ReservationStatus,
+    Workload,
+)
+from scheduler.models import Allocation as AllocationRow
+from scheduler.models import Reservation as ReservationRow
+from tenants.models import Quota
+
+FAULT_PREFIX = "fault:"  # allocations that stand for faulty GPUs: never free, never preempted
+
+
+def epoch(moment: datetime | str | None) -> float:
+    if moment is None:
+        return 0.0
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return moment.timestamp()
+
+
+def request_of(data: Mapping[str, Any]) -> Request:
+    """A workload as the engine sees it, from its row or its ``WorkloadSubmitted`` data."""
+    reservation = data.get("reservation_id")
+    return Request(
+        id=str(data.get("workload_id") or data["id"]),
+        queue=str(data["project_id"]),
+        gpus_per_node=data["gpus_per_node"],
+        nodes=data["nodes"],
+        gpu_milli=data["gpu_milli"],
+        cpu_milli=data["cpu_milli"],
+        memory_mib=data["memory_mib"],
+        gpu_models=tuple(data["gpu_models"]),
+        priority=data["priority"],
+        preemptible=data["preemptible"],
+        topology=Topology(data["topology"]),
+        reservation=str(reservation) if reservation else None,
+        runtime_estimate_s=data["runtime_estimate_s"],
+        organization=str(data["organization_id"]),
+        project=str(data["project_id"]),
+        submitted_at=epoch(data["submitted_at"]),
+    )
+
+
+def allocation_of(
+    request: Request,
+    gpu_model: str | None,
+    placements: Iterable[Mapping[str, Any]],
+    granted_at: float,
+) -> Allocation:
+    runtime = request.runtime_estimate_s
+    return Allocation(
+        workload=request.id,
+        queue=request.queue,
+        gpu_model=gpu_model or None,
+        placements=tuple(
+            Placement(
+                node=str(p["node_id"]),
+                gpus=tuple(p["gpus"]),
+                gpu_milli=p["gpu_milli"],
+                cpu_milli=p["cpu_milli"],
+                memory_mib=p["memory_mib"],
+            )
+            for p in placements
+        ),
+        priority=request.priority,
+        preemptible=request.preemptible,
+        organization=request.organization,
+        started_at=granted_at,
+        ends_at=None if runtime is None else granted_at + runtime,
+        reservation=request.reservation,
+    )
+
+
+@dataclass
+class ClusterView:
+    nodes: tuple[Node, ...]
+    node_names: dict[str, str]  # node id -> name
+    faults: tuple[Allocation, ...]
+    running: dict[str, tuple[uuid.UUID, Allocation]]  # workload -> (allocation id, allocation)
+    requests: dict[str, Request]  # every workload waiting or holding GPUs
+    waiting: dict[str, bool]  # waiting workload -> already admitted
+    policy: Policy
+
+
+def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
+    nodes, names, faults = _nodes(cluster_id)
+    requests: dict[str, Request] = {}
+    waiting: dict[str, bool] = {}
+    rows = Workload.objects.filter(cluster_id=cluster_id).exclude(
+        status__in=["succeeded", "failed", "cancelled"]
+    )
+    for row in rows.values():
+        request = request_of(row)
+        requests[request.id] = request
+        if row["status"] in WAITING_STATUSES and not row["cancel_requested"]:
+            waiting[request.id] = row["status"] == "admitted"
+    running: dict[str, tuple[uuid.UUID, Allocation]] = {}
+    live = AllocationRow.objects.filter(cluster_id=cluster_id, released_at__isnull=True)
+    for allocation in live.values("id", "workload_id", "gpu_model", "placements", "granted_at"):
+        request = requests[str(allocation["workload_id"])]
+        running[request.id] = (
+            allocation["id"],
+            allocation_of(
+                request,
+                allocation["gpu_model"],
+                allocation["placements"],
+                epoch(allocation["granted_at"]),
+            ),
+        )
+    return ClusterView(
+        nodes=nodes,
+        node_names=names,
+        faults=faults,
+        running=running,
+        requests=requests,
+        waiting=waiting,
+        policy=cluster_policy(cluster_id, nodes),
+    )
+
+
+def _nodes(
+    cluster_id: uuid.UUID,
+) -> tuple[tuple[Node, ...], dict[str, str], tuple[Allocation, ...]]:
+    nodes: list[Node] = []
+    names: dict[str, str] = {}
+    faults: list[Allocation] = []
+    rows = (
+        NodeRow.objects.filter(cluster_id=cluster_id)
+        .exclude(state=NodeState.DECOMMISSIONED)
+        .select_related("gpu_model")
+        .prefetch_related("gpus")
+        .order_by("name")
+    )
+    for row in rows:
+        gpus = sorted(row.gpus.all(), key=lambda g: g.index)
+        node_id = str(row.pk)
+        names[node_id] = row.name
+        nodes.append(
+            Node(
+                name=node_id,
+                gpu_model=row.gpu_model_id,
+                gpu_domains=tuple(g.nvlink_domain for g in gpus),
+                cpu_milli=row.cpu_milli,
+                memory_mib=row.memory_mib,
+                rack=str(row.rack_id or ""),
+                schedulable=row.state == NodeState.READY,
+                shareable=bool(row.gpu_model and row.gpu_model.shareable),
+            )
+        )
+        faulty = tuple(g.index for g in gpus if not g.healthy)
+        if faulty:
+            faults.append(
+                Allocation(
+                    workload=f"{FAULT_PREFIX}{node_id}",
+                    queue="",
+                    gpu_model=row.gpu_model_id,
+                    placements=(Placement(node_id, faulty, 1000, 0, 0),),
+                )
+            )
+    return tuple(nodes), names, tuple(faults)
+
+
+def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
+    """Queues of every project with a queue or with work here; nominal quota per model is
+    the project's quota, else its organization's, else all the cluster has (no limit)."""
+    fleet: dict[str, int] = {}
+    for node in nodes:
+        if node.gpu_model:
+            fleet[node.gpu_model] = fleet.get(node.gpu_model, 0) + node.gpu_count
+    projects = dict(
+        Workload.objects.filter(cluster_id=cluster_id)
+        .exclude(status__in=["succeeded", "failed", "cancelled"])
+        .values_list("project_id", "organization_id")
+        .distinct()
+    )
+    configured = {q.project_id: q for q in Queue.objects.all()}
+    for project_id, configured_queue in configured.items():
+        projects.setdefault(project_id, configured_queue.organization_id)
+    limits: dict[tuple[uuid.UUID, uuid.UUID | None], dict[str, int]] = {}
+    for quota in Quota.objects.filter(organization_id__in=set(projects.values())):
+        limits.setdefault((quota.organization_id, quota.project_id), {})[quota.gpu_model] = (
+            quota.max_gpus
+        )
+    queues: dict[str, QueueConfig] = {}
+    for project_id, organization_id in projects.items():
+        own = limits.get((organization_id, project_id), {})
+        inherited = limits.get((organization_id, None), {})
+        nominal = {
+            model: own.get(model, inherited.get(model, total)) for model, total in fleet.items()
+        }
+        queue = configured.get(project_id)
+        queues[str(project_id)] = QueueConfig(
+            name=str(project_id),
+            cohort=queue.cohort if queue else f"org-{organization_id}",
+            nominal=nominal,
+            borrowing_limit=queue.borrowing_limit if queue else None,
+            lending_limit=queue.lending_limit if queue else None,
+            weight=queue.weight if queue else 1.0,
+            organization=str(organization_id),
+        )
+    now = timezone.now()
+    reservations = tuple(
+        Reservation(
+            id=str(r.pk),
+            queue=str(r.project_id),
+            gpu_model=r.gpu_model,
+            gpus=r.gpus,
+            starts_at=epoch(r.starts_at),
+            ends_at=epoch(r.ends_at),
+        )
+        for r in ReservationRow.objects.filter(
+            cluster_id=cluster_id, status=ReservationStatus.ACTIVE, ends_at__gt=now
+        ).order_by("starts_at", "id")
+    )
+    return Policy(queues=queues, reservations=reservations)

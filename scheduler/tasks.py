@@ -1,0 +1,127 @@
+"""Scheduling tasks: cycles of a cluster, and the steps of runs.
+
+Cycles are asked for on commit of the writes that matter (``triggers``) and by beat's tick.
+Asks within ``SCHEDULER_DEBOUNCE_S`` make one task (a Redis key); the task clears the key
+before it reads the log, so an ask that comes during a cycle gets a cycle of its own.
+
+A worker that receives a cycle of a cluster whose lease another worker holds sends it on to
+that worker's own queue (``scheduler.<worker name>``, which every worker consumes besides
+the shared ones): the holder keeps the cluster's state in memory, the others would rebuild it.
+
+Without ``REDIS_URL`` (the embedded default) tasks run in the calling process: a cycle runs
+right after the commit that asked for it, and runs are checked by the tick instead of by
+delayed tasks (eager tasks cannot wait).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import redis
+from celery import Task, shared_task
+from celery.signals import celeryd_after_setup
+from django.conf import settings
+
+from neocloud.celery import app
+from scheduler import runs, scheduling
+
+DEBOUNCE_KEY = "neocloud:scheduler:cycle-asked:{}"
+_redis: redis.Redis | None = None
+
+
+def _broker() -> redis.Redis:
+    global _redis
+    if _redis is None:
+        _redis = redis.Redis.from_url(settings.REDIS_URL)
+    return _redis
+
+
+def _eager() -> bool:
+    return bool(app.conf.task_always_eager)
+
+
+@celeryd_after_setup.connect
+def _worker_identity(sender: str, instance: Any, **kwargs: Any) -> None:
+    """A worker holds leases under its name and takes the cycles sent to it by name."""
+    scheduling.HOLDER = sender
+    instance.app.amqp.queues.select_add(f"scheduler.{sender}")
+
+
+def cycle_dispatch(cluster_id: uuid.UUID) -> None:
+    if _eager():
+        scheduling.cycle_run(cluster_id)
+        return
+    debounce = settings.SCHEDULER_DEBOUNCE_S
+    if _broker().set(DEBOUNCE_KEY.format(cluster_id), 1, nx=True, px=int(debounce * 1000) + 5000):
+        schedule_cluster.apply_async((str(cluster_id),), countdown=debounce)
+
+
+@shared_task(name="scheduler.schedule_cluster", acks_late=True, ignore_result=True)
+def schedule_cluster(cluster_id: str) -> int:
+    """One cycle of the cluster; returns how many workloads it granted."""
+    cluster = uuid.UUID(cluster_id)
+    if not _eager():
+        _broker().delete(DEBOUNCE_KEY.format(cluster))
+    result = scheduling.cycle_run(cluster)
+    if not result.ran and result.holder:
+        schedule_cluster.apply_async((cluster_id,), queue=f"scheduler.{result.holder}")
+    return result.granted
+
+
+def runs_start_dispatch(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    for workload_id, allocation_id in grants:
+        run_start.delay(str(workload_id), str(allocation_id))
+
+
+def run_stop_dispatch(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
+    run_stop.delay(str(workload_id), str(allocation_id))
+
+
+def _check_later(workload_id: str, allocation_id: str, next_: runs.Next) -> None:
+    if next_.check_in_s is not None and not _eager():
+        run_check.apply_async((workload_id, allocation_id), countdown=next_.check_in_s)
+
+
+@shared_task(
+    bind=True,
+    name="scheduler.run_start",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=5,
+    default_retry_delay=1,
+    ignore_result=True,
+)
+def run_start(self: Task[[str, str], None], workload_id: str, allocation_id: str) -> None:
+    from inventory.drivers import StepFailed
+
+    try:
+        next_ = runs.run_start(uuid.UUID(workload_id), uuid.UUID(allocation_id))
+    except StepFailed as failure:
+        if self.request.is_eager:
+            return  # the tick starts it again
+        raise self.retry(exc=failure) from failure
+    _check_later(workload_id, allocation_id, next_)
+
+
+@shared_task(name="scheduler.run_check", acks_late=True, ignore_result=True)
+def run_check(workload_id: str, allocation_id: str) -> None:
+    next_ = runs.run_check(uuid.UUID(workload_id), uuid.UUID(allocation_id))
+    _check_later(workload_id, allocation_id, next_)
+
+
+@shared_task(name="scheduler.run_stop", acks_late=True, ignore_result=True)
+def run_stop(workload_id: str, allocation_id: str) -> None:
+    runs.run_stop(uuid.UUID(workload_id), uuid.UUID(allocation_id))
+
+
+@shared_task(name="scheduler.tick", ignore_result=True)
+def tick() -> None:
+    """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of
+    every cluster, and runs started again or checked where nobody else will."""
+    to_start, overdue = runs.runs_reconcile()
+    for workload_id, allocation_id in to_start:
+        run_start.delay(str(workload_id), str(allocation_id))
+    for workload_id, allocation_id in overdue:
+        runs.run_check(workload_id, allocation_id)
+    scheduling.cycle_request_all()

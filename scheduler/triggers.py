@@ -1,0 +1,34 @@
+"""What a scheduling write sets off once it commits: a cycle of its cluster, the stop of a
+run. Registered with ``transaction.on_commit`` so that nothing starts for a write that rolls
+back, and so that the cycle reads what the write committed."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+
+
+def cycle_wanted(cluster_id: uuid.UUID) -> None:
+    from scheduler import scheduling
+
+    transaction.on_commit(lambda: scheduling.cycle_request(cluster_id))
+
+
+def policy_changed() -> None:
+    from scheduler import scheduling
+
+    transaction.on_commit(scheduling.cycle_request_all)
+
+
+def runs_start(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    from scheduler import tasks
+
+    if grants:
+        transaction.on_commit(lambda: tasks.runs_start_dispatch(grants))
+
+
+def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
+    from scheduler import tasks
+
+    transaction.on_commit(lambda: tasks.run_stop_dispatch(workload_id, allocation_id))

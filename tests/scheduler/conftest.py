@@ -1,0 +1,90 @@
+"""Fixtures of the scheduling service: a ready fleet, a tenant, and tasks in process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from inventory import services as inventory
+from inventory.lifecycle import NodeState
+from inventory.models import Cluster, Node
+from neocloud.celery import app as celery_app
+from scheduler import scheduling
+from scheduler.specs import WorkloadSpec
+from tenants.models import Organization, Project
+from tests.builders import Builder, run
+from tests.inventory.fleet import put_in_state
+
+
+@dataclass
+class GpuFleet:
+    cluster: Cluster
+    nodes: list[Node]
+
+
+def ready_fleet(nodes: int = 2, gpus: int = 8, slug: str = "fra1") -> GpuFleet:
+    """``nodes`` ready H100 nodes of ``gpus`` GPUs, two racks, one NVLink domain each."""
+    region = run(inventory.region_define, slug="eu", name="Europe")
+    cluster = run(inventory.cluster_define, region=region, slug=slug, name=slug)
+    model = run(
+        inventory.gpu_model_define,
+        slug="h100",
+        name="H100 SXM",
+        vendor="NVIDIA",
+        memory_gib=80,
+        interconnect="nvswitch",
+        shareable=False,
+    )
+    made = []
+    for i in range(nodes):
+        rack = run(inventory.rack_define, cluster=cluster, name=f"r{i % 2}")
+        node, _ = run(
+            inventory.node_register,
+            cluster=cluster,
+            name=f"{slug}-n{i:02d}",
+            gpu_model=model,
+            cpu_milli=128_000,
+            memory_mib=1_048_576,
+            gpus=[inventory.GpuSlot(index=g) for g in range(gpus)],
+            rack=rack,
+        )
+        made.append(put_in_state(node, NodeState.READY))
+    return GpuFleet(cluster=cluster, nodes=made)
+
+
+@dataclass
+class Tenant:
+    organization: Organization
+    project: Project
+
+
+@pytest.fixture
+def tenant(build: Builder) -> Tenant:
+    organization = build.organization("Acme")
+    return Tenant(organization=organization, project=build.project(organization, "Training"))
+
+
+@pytest.fixture
+def in_process() -> Iterator[None]:
+    """Tasks run in the calling process, as in the embedded default; no state carried
+    between tests."""
+    conf = celery_app.conf
+    saved = conf.task_always_eager, conf.task_eager_propagates
+    conf.task_always_eager, conf.task_eager_propagates = True, True
+    scheduling.forget()
+    yield
+    scheduling.forget()
+    conf.task_always_eager, conf.task_eager_propagates = saved
+
+
+def job(name: str = "train", gpus: int = 1, nodes: int = 1, **fields: object) -> WorkloadSpec:
+    return WorkloadSpec(
+        name=name,
+        gpu_models=("h100",),
+        gpus_per_node=gpus,
+        nodes=nodes,
+        runtime_estimate_s=fields.pop("runtime_estimate_s", 0.2),  # type: ignore[arg-type]
+        **fields,  # type: ignore[arg-type]
+    )
