@@ -133,7 +133,7 @@ class Scheduling(projections.Projection):
                 workload.status_reason = data["message"][:300]
                 workload.allocation_id = None
                 workload.started_at = None
-                if data["reason"] in {"failed", "max_runtime"}:
+                if data["reason"] in {"failed", "max_runtime", "node_failure", "lost"}:
                     workload.failures += 1
                 if workload.status in FINAL_STATUSES:
                     workload.finished_at = data["released_at"]

@@ -189,8 +189,9 @@ def _nodes(
 
 
 def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
-    """Queues of every project with a queue or with work here; nominal quota per model is
-    the project's quota, else its organization's, else all the cluster has (no limit)."""
+    """Queues of every project with a queue or with work here and a quota: nominal quota per
+    model is the project's quota, else its organization's, else all the cluster has. A
+    project without any quota is left out: the engine does not limit it."""
     fleet: dict[str, int] = {}
     for node in nodes:
         if node.gpu_model:
@@ -213,6 +214,8 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
     for project_id, organization_id in projects.items():
         own = limits.get((organization_id, project_id), {})
         inherited = limits.get((organization_id, None), {})
+        if not own and not inherited:
+            continue  # no quota: not limited (and lends nothing)
         nominal = {
             model: own.get(model, inherited.get(model, total)) for model, total in fleet.items()
         }

@@ -1,5 +1,16 @@
-"""scheduler API routes."""
+"""Scheduler API routes."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from scheduler import api
+
+router = SimpleRouter(trailing_slash=False)
+router.register("workloads", api.WorkloadViewSet)
+router.register("reservations", api.ReservationViewSet)
+router.register("queues", api.QueueViewSet, basename="queue")
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("capacity", api.CapacityView.as_view(), name="scheduler-capacity"),
+    *router.urls,
+]

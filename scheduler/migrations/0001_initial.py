@@ -5,152 +5,225 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('tenants', '0001_initial'),
+        ("tenants", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PriorityClass',
+            name="PriorityClass",
             fields=[
-                ('name', models.SlugField(max_length=64, primary_key=True, serialize=False)),
-                ('value', models.IntegerField()),
-                ('preemptible', models.BooleanField(default=False)),
-                ('description', models.CharField(blank=True, max_length=300)),
+                ("name", models.SlugField(max_length=64, primary_key=True, serialize=False)),
+                ("value", models.IntegerField()),
+                ("preemptible", models.BooleanField(default=False)),
+                ("description", models.CharField(blank=True, max_length=300)),
             ],
             options={
-                'verbose_name_plural': 'priority classes',
-                'ordering': ['-value', 'name'],
+                "verbose_name_plural": "priority classes",
+                "ordering": ["-value", "name"],
             },
         ),
         migrations.CreateModel(
-            name='SchedulerLease',
+            name="SchedulerLease",
             fields=[
-                ('cluster_id', models.UUIDField(primary_key=True, serialize=False)),
-                ('holder', models.CharField(max_length=200)),
-                ('term', models.PositiveBigIntegerField(default=0)),
-                ('expires_at', models.DateTimeField()),
+                ("cluster_id", models.UUIDField(primary_key=True, serialize=False)),
+                ("holder", models.CharField(max_length=200)),
+                ("term", models.PositiveBigIntegerField(default=0)),
+                ("expires_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='WorkloadWait',
+            name="WorkloadWait",
             fields=[
-                ('workload_id', models.UUIDField(primary_key=True, serialize=False)),
-                ('cluster_id', models.UUIDField(db_index=True)),
-                ('code', models.CharField(max_length=32)),
-                ('message', models.CharField(max_length=500)),
-                ('figures', models.JSONField(default=dict)),
-                ('updated_at', models.DateTimeField()),
+                ("workload_id", models.UUIDField(primary_key=True, serialize=False)),
+                ("cluster_id", models.UUIDField(db_index=True)),
+                ("code", models.CharField(max_length=32)),
+                ("message", models.CharField(max_length=500)),
+                ("figures", models.JSONField(default=dict)),
+                ("updated_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='Queue',
+            name="Queue",
             fields=[
-                ('project', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, serialize=False, to='tenants.project')),
-                ('cohort', models.SlugField(blank=True, max_length=64)),
-                ('borrowing_limit', models.PositiveIntegerField(blank=True, null=True)),
-                ('lending_limit', models.PositiveIntegerField(blank=True, null=True)),
-                ('weight', models.FloatField(default=1.0)),
-                ('version', models.PositiveIntegerField(default=0)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.organization')),
+                (
+                    "project",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        serialize=False,
+                        to="tenants.project",
+                    ),
+                ),
+                ("cohort", models.SlugField(blank=True, max_length=64)),
+                ("borrowing_limit", models.PositiveIntegerField(blank=True, null=True)),
+                ("lending_limit", models.PositiveIntegerField(blank=True, null=True)),
+                ("weight", models.FloatField(default=1.0)),
+                ("version", models.PositiveIntegerField(default=0)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.organization"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['organization', 'project'],
+                "ordering": ["organization", "project"],
             },
         ),
         migrations.CreateModel(
-            name='Reservation',
+            name="Reservation",
             fields=[
-                ('id', models.UUIDField(primary_key=True, serialize=False)),
-                ('cluster_id', models.UUIDField()),
-                ('gpu_model', models.CharField(max_length=64)),
-                ('gpus', models.PositiveIntegerField()),
-                ('starts_at', models.DateTimeField()),
-                ('ends_at', models.DateTimeField()),
-                ('status', models.CharField(choices=[('active', 'Active'), ('cancelled', 'Cancelled')], max_length=16)),
-                ('offering', models.CharField(blank=True, max_length=64)),
-                ('order_id', models.UUIDField(blank=True, null=True)),
-                ('created_at', models.DateTimeField()),
-                ('version', models.PositiveIntegerField()),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.organization')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.project')),
+                ("id", models.UUIDField(primary_key=True, serialize=False)),
+                ("cluster_id", models.UUIDField()),
+                ("gpu_model", models.CharField(max_length=64)),
+                ("gpus", models.PositiveIntegerField()),
+                ("starts_at", models.DateTimeField()),
+                ("ends_at", models.DateTimeField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("active", "Active"), ("cancelled", "Cancelled")], max_length=16
+                    ),
+                ),
+                ("offering", models.CharField(blank=True, max_length=64)),
+                ("order_id", models.UUIDField(blank=True, null=True)),
+                ("created_at", models.DateTimeField()),
+                ("version", models.PositiveIntegerField()),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.organization"
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.project"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['starts_at', 'id'],
+                "ordering": ["starts_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Workload',
+            name="Workload",
             fields=[
-                ('id', models.UUIDField(primary_key=True, serialize=False)),
-                ('cluster_id', models.UUIDField(db_index=True)),
-                ('name', models.CharField(max_length=128)),
-                ('kind', models.CharField(max_length=16)),
-                ('gpu_models', models.JSONField(default=list)),
-                ('gpus_per_node', models.PositiveIntegerField()),
-                ('nodes', models.PositiveIntegerField()),
-                ('min_nodes', models.PositiveIntegerField(blank=True, null=True)),
-                ('gpu_milli', models.PositiveIntegerField()),
-                ('cpu_milli', models.PositiveIntegerField()),
-                ('memory_mib', models.PositiveBigIntegerField()),
-                ('priority_class', models.CharField(max_length=64)),
-                ('priority', models.IntegerField()),
-                ('preemptible', models.BooleanField()),
-                ('topology', models.CharField(max_length=32)),
-                ('runtime_estimate_s', models.FloatField(blank=True, null=True)),
-                ('max_runtime_s', models.FloatField(blank=True, null=True)),
-                ('retry_limit', models.PositiveIntegerField()),
-                ('restart_policy', models.CharField(max_length=16)),
-                ('reservation_id', models.UUIDField(blank=True, null=True)),
-                ('price_plan', models.CharField(max_length=16)),
-                ('offering', models.CharField(blank=True, max_length=64)),
-                ('order_id', models.UUIDField(blank=True, null=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('admitted', 'Admitted'), ('scheduled', 'Scheduled'), ('provisioning', 'Provisioning'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], max_length=16)),
-                ('status_reason', models.CharField(blank=True, max_length=300)),
-                ('allocation_id', models.UUIDField(blank=True, null=True)),
-                ('runs', models.PositiveIntegerField(default=0)),
-                ('failures', models.PositiveIntegerField(default=0)),
-                ('preemptions', models.PositiveIntegerField(default=0)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('submitted_at', models.DateTimeField()),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('version', models.PositiveIntegerField()),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.organization')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.project')),
+                ("id", models.UUIDField(primary_key=True, serialize=False)),
+                ("cluster_id", models.UUIDField(db_index=True)),
+                ("name", models.CharField(max_length=128)),
+                ("kind", models.CharField(max_length=16)),
+                ("gpu_models", models.JSONField(default=list)),
+                ("gpus_per_node", models.PositiveIntegerField()),
+                ("nodes", models.PositiveIntegerField()),
+                ("min_nodes", models.PositiveIntegerField(blank=True, null=True)),
+                ("gpu_milli", models.PositiveIntegerField()),
+                ("cpu_milli", models.PositiveIntegerField()),
+                ("memory_mib", models.PositiveBigIntegerField()),
+                ("priority_class", models.CharField(max_length=64)),
+                ("priority", models.IntegerField()),
+                ("preemptible", models.BooleanField()),
+                ("topology", models.CharField(max_length=32)),
+                ("runtime_estimate_s", models.FloatField(blank=True, null=True)),
+                ("max_runtime_s", models.FloatField(blank=True, null=True)),
+                ("retry_limit", models.PositiveIntegerField()),
+                ("restart_policy", models.CharField(max_length=16)),
+                ("reservation_id", models.UUIDField(blank=True, null=True)),
+                ("price_plan", models.CharField(max_length=16)),
+                ("offering", models.CharField(blank=True, max_length=64)),
+                ("order_id", models.UUIDField(blank=True, null=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("admitted", "Admitted"),
+                            ("scheduled", "Scheduled"),
+                            ("provisioning", "Provisioning"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("status_reason", models.CharField(blank=True, max_length=300)),
+                ("allocation_id", models.UUIDField(blank=True, null=True)),
+                ("runs", models.PositiveIntegerField(default=0)),
+                ("failures", models.PositiveIntegerField(default=0)),
+                ("preemptions", models.PositiveIntegerField(default=0)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("submitted_at", models.DateTimeField()),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("version", models.PositiveIntegerField()),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.organization"
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.project"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-submitted_at', 'id'],
+                "ordering": ["-submitted_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Allocation',
+            name="Allocation",
             fields=[
-                ('id', models.UUIDField(primary_key=True, serialize=False)),
-                ('cluster_id', models.UUIDField()),
-                ('gpu_model', models.CharField(blank=True, max_length=64)),
-                ('placements', models.JSONField()),
-                ('gpu_milli', models.PositiveIntegerField()),
-                ('granted_at', models.DateTimeField()),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('release_reason', models.CharField(blank=True, max_length=32)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.organization')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='tenants.project')),
-                ('workload', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='allocations', to='scheduler.workload')),
+                ("id", models.UUIDField(primary_key=True, serialize=False)),
+                ("cluster_id", models.UUIDField()),
+                ("gpu_model", models.CharField(blank=True, max_length=64)),
+                ("placements", models.JSONField()),
+                ("gpu_milli", models.PositiveIntegerField()),
+                ("granted_at", models.DateTimeField()),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                ("release_reason", models.CharField(blank=True, max_length=32)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.organization"
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, to="tenants.project"
+                    ),
+                ),
+                (
+                    "workload",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="allocations",
+                        to="scheduler.workload",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-granted_at', 'id'],
+                "ordering": ["-granted_at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='workload',
-            index=models.Index(fields=['cluster_id', 'status'], name='workload_cluster_status'),
+            model_name="workload",
+            index=models.Index(fields=["cluster_id", "status"], name="workload_cluster_status"),
         ),
         migrations.AddIndex(
-            model_name='allocation',
-            index=models.Index(condition=models.Q(('released_at__isnull', True)), fields=['cluster_id'], name='allocation_live'),
+            model_name="allocation",
+            index=models.Index(
+                condition=models.Q(("released_at__isnull", True)),
+                fields=["cluster_id"],
+                name="allocation_live",
+            ),
         ),
     ]

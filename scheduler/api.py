@@ -1,0 +1,175 @@
+"""Workloads, reservations and queues for customers; the scheduler's view of capacity for
+operators. Writes go to ``services``; reads are scoped by ``Actor.scope``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django_filters.filterset import filterset_factory
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from events import store
+from inventory.models import Cluster
+from neocloud.api.idempotency import idempotent
+from neocloud.api.pagination import Cursor
+from neocloud.api.permissions import IsOperator
+from neocloud.api.viewsets import TenantViewSet
+from orders.services import workload_spec_for_offering
+from scheduler import events as ev
+from scheduler import selectors, services
+from scheduler import serializers as s
+from scheduler.models import Reservation, Workload
+from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
+from tenants.access import Action
+from tenants.models import Project
+from tenants.serializers import AuditEventSerializer
+
+
+class WorkloadCursor(Cursor):
+    ordering = "-submitted_at"
+
+
+class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """Jobs and services: submit, watch (status, exact placement, why it waits), cancel."""
+
+    pagination_class = WorkloadCursor
+    queryset = Workload.objects.all()
+    serializer_class = s.WorkloadSerializer
+    read_action = Action.WORKLOAD_READ
+    filterset_class = filterset_factory(
+        Workload, fields=["organization", "project", "status", "kind", "cluster_id"]
+    )
+    ordering_fields = ["submitted_at", "priority", "status"]
+
+    @extend_schema(request=s.WorkloadCreateSerializer, responses={201: s.WorkloadSerializer})
+    @idempotent()
+    def create(self, request: Request) -> Response:
+        """Submit a workload, directly or against a catalog offering (``offering``)."""
+        data = self.validated(s.WorkloadCreateSerializer, request.data)
+        project: Project = data.pop("project")
+        workload = self.perform(
+            services.workload_submit, project=project, spec=_spec(data, request.data)
+        )
+        return Response(s.WorkloadSerializer(workload).data, status=201)
+
+    @extend_schema(request=s.WorkloadCancelSerializer, responses=s.WorkloadSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        data = self.validated(s.WorkloadCancelSerializer, request.data)
+        workload = self.perform(
+            services.workload_cancel, workload=self.get_object(), reason=data["reason"]
+        )
+        return Response(s.WorkloadSerializer(workload).data)
+
+    @extend_schema(responses=AuditEventSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def events(self, request: Request, pk: str) -> Response:
+        """The workload's own stream, oldest first: submitted, admitted, placed, ran, ended."""
+        workload = self.get_object()
+        recorded = store.read_stream(ev.WORKLOAD_STREAM, str(workload.pk))
+        return Response(
+            [
+                {
+                    "position": e.position,
+                    "stream_type": e.stream_type,
+                    "stream_id": e.stream_id,
+                    "version": e.version,
+                    "type": e.type,
+                    "data": e.data,
+                    "metadata": e.metadata,
+                    "recorded_at": e.recorded_at,
+                }
+                for e in recorded
+            ]
+        )
+
+
+def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
+    """The spec asked for; with an offering, the offering's terms fill what was not given."""
+    offering = data.pop("offering", None)
+    if offering:
+        given = {k: v for k, v in data.items() if k in raw and k != "region"}
+        return workload_spec_for_offering(offering, data.get("region"), given)
+    return WorkloadSpec(
+        name=data["name"],
+        gpu_models=tuple(data["gpu_models"]),
+        kind=WorkloadKind(data["kind"]),
+        gpus_per_node=data["gpus_per_node"],
+        nodes=data["nodes"],
+        min_nodes=data.get("min_nodes"),
+        gpu_milli=data["gpu_milli"],
+        cpu_milli=data["cpu_milli"],
+        memory_mib=data["memory_mib"],
+        priority_class=data["priority_class"],
+        preemptible=data["preemptible"],
+        topology=data["topology"],
+        runtime_estimate_s=data.get("runtime_estimate_s"),
+        max_runtime_s=data.get("max_runtime_s"),
+        retry_limit=data["retry_limit"],
+        restart_policy=RestartPolicy(data["restart_policy"]),
+        region=data.get("region"),
+        reservation=data.get("reservation"),
+        price_plan=PricePlan(data["price_plan"]),
+    )
+
+
+class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """GPUs held for a project's queue in a time window."""
+
+    queryset = Reservation.objects.all()
+    serializer_class = s.ReservationSerializer
+    read_action = Action.WORKLOAD_READ
+    filterset_class = filterset_factory(
+        Reservation, fields=["organization", "project", "status", "gpu_model"]
+    )
+    ordering_fields = ["starts_at", "created_at"]
+
+    @extend_schema(request=s.ReservationCreateSerializer, responses={201: s.ReservationSerializer})
+    @idempotent()
+    def create(self, request: Request) -> Response:
+        data = self.validated(s.ReservationCreateSerializer, request.data)
+        reservation = self.perform(services.reservation_create, **data)
+        return Response(s.ReservationSerializer(reservation).data, status=201)
+
+    @extend_schema(request=s.WorkloadCancelSerializer, responses=s.ReservationSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        data = self.validated(s.WorkloadCancelSerializer, request.data)
+        reservation = self.perform(
+            services.reservation_cancel, reservation=self.get_object(), reason=data["reason"]
+        )
+        return Response(s.ReservationSerializer(reservation).data)
+
+
+class QueueViewSet(mixins.ListModelMixin, TenantViewSet):
+    """Each visible project's queue: depth, running work, and usage against quota."""
+
+    queryset = Project.objects.all()
+    serializer_class = s.QueueSerializer
+    read_action = Action.PROJECT_READ
+    pagination_class = None  # type: ignore[assignment]  # a project has one queue
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        projects = Project.objects.filter(pk__in=self.get_queryset().values("pk")).order_by(
+            "organization", "slug"
+        )
+        return Response(s.QueueSerializer(selectors.queues_of(projects), many=True).data)
+
+
+class CapacityView(APIView):
+    """Operators: per cluster and GPU model, GPUs allocated, free, free on nodes that cannot
+    take work, and free GPUs too scattered for each typical shape."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request) -> Response:
+        clusters = Cluster.objects.order_by("slug")
+        if request.query_params.get("cluster"):
+            clusters = clusters.filter(slug=request.query_params["cluster"])
+        return Response([selectors.cluster_allocation(c) for c in clusters])

@@ -1,0 +1,87 @@
+"""Checks of the log's scheduling invariants, for tests and the end-to-end benchmark.
+
+Read from the events alone, in position order: whether any GPU was ever held beyond its
+capacity (double-booked), and whether any workload was lost (its row missing, or holding
+GPUs the log says it does not hold, or the reverse).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from events import store
+from scheduler import events as ev
+from scheduler.models import HOLDING_STATUSES, Allocation, Workload
+
+TYPES = (
+    ev.WorkloadSubmitted.event_type,
+    ev.AllocationGranted.event_type,
+    ev.WorkloadPreempted.event_type,
+    ev.AllocationReleased.event_type,
+)
+WHOLE = 1000
+
+
+@dataclass
+class Audit:
+    workloads: int = 0
+    grants: int = 0
+    double_booked_gpus: set[tuple[str, int]] = field(default_factory=set)
+    lost_workloads: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "workloads": self.workloads,
+            "grants": self.grants,
+            "double_booked_gpus": len(self.double_booked_gpus),
+            "lost_workloads": len(self.lost_workloads),
+        }
+
+
+def audit_log() -> Audit:
+    audit = Audit()
+    held: dict[tuple[str, int], int] = defaultdict(int)
+    live: dict[str, list[tuple[tuple[str, int], int]]] = {}  # allocation -> its GPU shares
+    holder_of: dict[str, str] = {}  # workload -> allocation it holds, by the log
+    submitted: set[str] = set()
+    for batch in store.iter_batches(types=TYPES):
+        for event in batch:
+            data = event.data
+            if event.type == ev.WorkloadSubmitted.event_type:
+                submitted.add(str(data["workload_id"]))
+            elif event.type == ev.AllocationGranted.event_type:
+                audit.grants += 1
+                shares = [
+                    ((str(p["node_id"]), gpu), p["gpu_milli"])
+                    for p in data["placements"]
+                    for gpu in p["gpus"]
+                ]
+                for gpu, milli in shares:
+                    held[gpu] += milli
+                    if held[gpu] > WHOLE:
+                        audit.double_booked_gpus.add(gpu)
+                live[str(data["allocation_id"])] = shares
+                holder_of[str(data["workload_id"])] = str(data["allocation_id"])
+            else:
+                shares_released = live.pop(str(data["allocation_id"]), None)
+                if shares_released is None:
+                    continue  # released before: the first release wins
+                for gpu, milli in shares_released:
+                    held[gpu] -= milli
+                workload = str(data.get("workload_id") or event.stream_id)
+                if holder_of.get(workload) == str(data["allocation_id"]):
+                    del holder_of[workload]
+    audit.workloads = len(submitted)
+    rows = {str(pk): status for pk, status in Workload.objects.values_list("id", "status")}
+    audit.lost_workloads |= submitted - set(rows)
+    for workload, status in rows.items():
+        if (status in HOLDING_STATUSES) != (workload in holder_of):
+            audit.lost_workloads.add(workload)
+    live_rows = {
+        str(a)
+        for a in Allocation.objects.filter(released_at__isnull=True).values_list("id", flat=True)
+    }
+    for allocation in set(live) ^ live_rows:
+        audit.lost_workloads.add(f"allocation:{allocation}")
+    return audit

@@ -1,0 +1,191 @@
+"""API shapes of workloads, reservations and queues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q
+from rest_framework import serializers
+
+from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
+from scheduler.services import TOPOLOGIES
+from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind
+from tenants.models import Project
+
+
+class PendingReasonSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = WorkloadWait
+        fields = ["code", "message", "figures", "updated_at"]
+
+
+class AllocationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Allocation
+        fields = [
+            "id",
+            "gpu_model",
+            "placements",
+            "gpu_milli",
+            "granted_at",
+            "released_at",
+            "release_reason",
+        ]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    placement = serializers.SerializerMethodField()
+    pending_reason = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "organization",
+            "project",
+            "cluster_id",
+            "name",
+            "kind",
+            "status",
+            "status_reason",
+            "gpu_models",
+            "gpus_per_node",
+            "nodes",
+            "min_nodes",
+            "gpu_milli",
+            "cpu_milli",
+            "memory_mib",
+            "priority_class",
+            "priority",
+            "preemptible",
+            "topology",
+            "runtime_estimate_s",
+            "max_runtime_s",
+            "retry_limit",
+            "restart_policy",
+            "reservation_id",
+            "price_plan",
+            "offering",
+            "order_id",
+            "runs",
+            "failures",
+            "preemptions",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "placement",
+            "pending_reason",
+            "queue_position",
+        ]
+
+    def get_placement(self, workload: Workload) -> dict[str, Any] | None:
+        """The allocation held now: exact nodes and GPU indices."""
+        if workload.allocation_id is None:
+            return None
+        allocation = Allocation.objects.filter(pk=workload.allocation_id).first()
+        return AllocationSerializer(allocation).data if allocation else None
+
+    def get_pending_reason(self, workload: Workload) -> dict[str, Any] | None:
+        if workload.status not in ("pending", "admitted"):
+            return None
+        wait = WorkloadWait.objects.filter(workload_id=workload.pk).first()
+        return PendingReasonSerializer(wait).data if wait else None
+
+    def get_queue_position(self, workload: Workload) -> int | None:
+        """1 for the next of its project's queue: higher priority first, then arrival."""
+        if workload.status not in ("pending", "admitted"):
+            return None
+        ahead = (
+            Workload.objects.filter(
+                project_id=workload.project_id, status__in=["pending", "admitted"]
+            )
+            .filter(
+                Q(priority__gt=workload.priority)
+                | Q(priority=workload.priority, submitted_at__lt=workload.submitted_at)
+            )
+            .count()
+        )
+        return ahead + 1
+
+
+class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    project = serializers.PrimaryKeyRelatedField(queryset=Project.objects.all())
+    name = serializers.CharField(max_length=128)
+    kind = serializers.ChoiceField(choices=[k.value for k in WorkloadKind], default="job")
+    offering = serializers.SlugField(required=False, help_text="fill the rest from an offering")
+    quantity = serializers.IntegerField(
+        min_value=1, required=False, help_text="with an offering: instances or replicas"
+    )
+    gpu_model = serializers.SlugField(required=False, help_text="with an offering: its model")
+    gpu_models = serializers.ListField(
+        child=serializers.SlugField(), required=False, default=list, max_length=16
+    )
+    gpus_per_node = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    nodes = serializers.IntegerField(min_value=1, max_value=4096, default=1)
+    min_nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    gpu_milli = serializers.IntegerField(min_value=1, max_value=1000, default=1000)
+    cpu_milli = serializers.IntegerField(min_value=0, default=0)
+    memory_mib = serializers.IntegerField(min_value=0, default=0)
+    priority_class = serializers.SlugField(default="standard")
+    preemptible = serializers.BooleanField(default=False)
+    topology = serializers.ChoiceField(choices=list(TOPOLOGIES), default="any")
+    runtime_estimate_s = serializers.FloatField(min_value=0.001, required=False, allow_null=True)
+    max_runtime_s = serializers.FloatField(min_value=0.001, required=False, allow_null=True)
+    retry_limit = serializers.IntegerField(min_value=0, max_value=100, default=0)
+    restart_policy = serializers.ChoiceField(
+        choices=[p.value for p in RestartPolicy], default="never"
+    )
+    region = serializers.SlugField(required=False, allow_null=True)
+    reservation = serializers.UUIDField(required=False, allow_null=True)
+    price_plan = serializers.ChoiceField(choices=[p.value for p in PricePlan], default="on_demand")
+
+
+class WorkloadCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reason = serializers.CharField(max_length=200, required=False, default="")
+
+
+class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    class Meta:
+        model = Reservation
+        fields = [
+            "id",
+            "organization",
+            "project",
+            "cluster_id",
+            "gpu_model",
+            "gpus",
+            "starts_at",
+            "ends_at",
+            "status",
+            "offering",
+            "order_id",
+            "created_at",
+        ]
+
+
+class ReservationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    project = serializers.PrimaryKeyRelatedField(queryset=Project.objects.all())
+    gpu_model = serializers.SlugField()
+    gpus = serializers.IntegerField(min_value=1, max_value=100_000)
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    region = serializers.SlugField(required=False, allow_null=True)
+
+
+class QueueUsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    gpu_model = serializers.CharField()
+    used = serializers.FloatField()
+    quota = serializers.IntegerField(allow_null=True)
+
+
+class QueueSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    project = serializers.UUIDField()
+    organization = serializers.UUIDField()
+    cohort = serializers.CharField()
+    borrowing_limit = serializers.IntegerField(allow_null=True)
+    lending_limit = serializers.IntegerField(allow_null=True)
+    weight = serializers.FloatField()
+    depth = serializers.IntegerField(help_text="workloads waiting")
+    running = serializers.IntegerField(help_text="workloads holding GPUs")
+    usage = QueueUsageSerializer(many=True)
