@@ -28,6 +28,8 @@ class Audit:
     workloads: int = 0
     grants: int = 0
     double_booked_gpus: set[tuple[str, int]] = field(default_factory=set)
+    # The most milli-GPU each (project, GPU model) ever held at once.
+    peak_usage: dict[tuple[str, str], int] = field(default_factory=dict)
     lost_workloads: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, int]:
@@ -43,6 +45,8 @@ def audit_log() -> Audit:
     audit = Audit()
     held: dict[tuple[str, int], int] = defaultdict(int)
     live: dict[str, list[tuple[tuple[str, int], int]]] = {}  # allocation -> its GPU shares
+    usage: dict[tuple[str, str], int] = defaultdict(int)
+    owner: dict[str, tuple[str, str]] = {}  # allocation -> (project, model)
     holder_of: dict[str, str] = {}  # workload -> allocation it holds, by the log
     submitted: set[str] = set()
     for batch in store.iter_batches(types=TYPES):
@@ -62,6 +66,10 @@ def audit_log() -> Audit:
                     if held[gpu] > WHOLE:
                         audit.double_booked_gpus.add(gpu)
                 live[str(data["allocation_id"])] = shares
+                key = (str(data["project_id"]), data["gpu_model"] or "")
+                owner[str(data["allocation_id"])] = key
+                usage[key] += sum(milli for _, milli in shares)
+                audit.peak_usage[key] = max(audit.peak_usage.get(key, 0), usage[key])
                 holder_of[str(data["workload_id"])] = str(data["allocation_id"])
             else:
                 shares_released = live.pop(str(data["allocation_id"]), None)
@@ -69,6 +77,7 @@ def audit_log() -> Audit:
                     continue  # released before: the first release wins
                 for gpu, milli in shares_released:
                     held[gpu] -= milli
+                usage[owner[str(data["allocation_id"])]] -= sum(m for _, m in shares_released)
                 workload = str(data.get("workload_id") or event.stream_id)
                 if holder_of.get(workload) == str(data["allocation_id"]):
                     del holder_of[workload]

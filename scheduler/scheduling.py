@@ -107,10 +107,16 @@ def lease_holder(cluster_id: uuid.UUID) -> str | None:
     return lease.holder
 
 
-def lease_release(cluster_id: uuid.UUID, holder: str) -> None:
-    SchedulerLease.objects.filter(cluster_id=cluster_id, holder=holder).update(
-        expires_at=timezone.now()
-    )
+def lease_remaining_s(cluster_id: uuid.UUID) -> float:
+    lease = SchedulerLease.objects.filter(cluster_id=cluster_id).first()
+    if lease is None:
+        return 0.0
+    return max(0.0, (lease.expires_at - timezone.now()).total_seconds())
+
+
+def leases_release(holder: str) -> None:
+    """Give up every lease of ``holder`` (a worker shutting down): standbys need not wait."""
+    SchedulerLease.objects.filter(holder=holder).update(expires_at=timezone.now())
 
 
 # --- the state of a cluster ------------------------------------------------------------------

@@ -20,13 +20,13 @@ from typing import Any
 
 import redis
 from celery import Task, shared_task
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_shutting_down
 from django.conf import settings
 
 from neocloud.celery import app
 from scheduler import runs, scheduling
 
-DEBOUNCE_KEY = "neocloud:scheduler:cycle-asked:{}"
+DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"
 _redis: redis.Redis | None = None
 
 
@@ -48,24 +48,40 @@ def _worker_identity(sender: str, instance: Any, **kwargs: Any) -> None:
     instance.app.amqp.queues.select_add(f"scheduler.{sender}")
 
 
+@worker_shutting_down.connect
+def _hand_over(**kwargs: Any) -> None:
+    if scheduling.HOLDER:
+        scheduling.leases_release(scheduling.HOLDER)
+
+
+def _asked(cluster_id: uuid.UUID) -> str:
+    """The key that says a cycle is on its way (per database: suites may share a Redis)."""
+    return DEBOUNCE_KEY.format(database=settings.DATABASES["default"]["NAME"], cluster=cluster_id)
+
+
 def cycle_dispatch(cluster_id: uuid.UUID) -> None:
     if _eager():
         scheduling.cycle_run(cluster_id)
         return
     debounce = settings.SCHEDULER_DEBOUNCE_S
-    if _broker().set(DEBOUNCE_KEY.format(cluster_id), 1, nx=True, px=int(debounce * 1000) + 5000):
+    if _broker().set(_asked(cluster_id), 1, nx=True, px=int(debounce * 1000) + 5000):
         schedule_cluster.apply_async((str(cluster_id),), countdown=debounce)
 
 
 @shared_task(name="scheduler.schedule_cluster", acks_late=True, ignore_result=True)
-def schedule_cluster(cluster_id: str) -> int:
-    """One cycle of the cluster; returns how many workloads it granted."""
+def schedule_cluster(cluster_id: str, forwarded: bool = False) -> int:
+    """One cycle of the cluster; returns how many workloads it granted. A cycle of a cluster
+    another worker holds goes to that worker, and once more to whoever has the lease when it
+    expires: if the holder died, that is the standby, which takes over then."""
     cluster = uuid.UUID(cluster_id)
     if not _eager():
-        _broker().delete(DEBOUNCE_KEY.format(cluster))
+        _broker().delete(_asked(cluster))
     result = scheduling.cycle_run(cluster)
-    if not result.ran and result.holder:
-        schedule_cluster.apply_async((cluster_id,), queue=f"scheduler.{result.holder}")
+    if not result.ran and result.holder and not forwarded:
+        schedule_cluster.apply_async((cluster_id, True), queue=f"scheduler.{result.holder}")
+        schedule_cluster.apply_async(
+            (cluster_id, True), countdown=scheduling.lease_remaining_s(cluster) + 0.1
+        )
     return result.granted
 
 
