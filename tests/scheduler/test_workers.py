@@ -56,6 +56,12 @@ def _all_final(count: int) -> Callable[[], bool]:
     return done
 
 
+def _deciders() -> list[str]:
+    """The lease holder behind each grant, in log order."""
+    grants = store.read_all(types=[ev.AllocationGranted.event_type], limit=10_000)
+    return [str(e.metadata.get("holder")) for e in grants]
+
+
 def _assert_log_whole() -> None:
     checked = audit.audit_log()
     assert checked.double_booked_gpus == set()
@@ -166,12 +172,9 @@ def test_two_workers_one_decides_and_the_other_takes_over_when_it_dies(
         for i in range(10):
             _submit(tenant, f"a{i}", gpus=4, runtime_estimate_s=0.2)
         wait_until(_all_final(10), timeout=60, what="the first ten to finish")
-        deciders = {
-            e.metadata.get("holder")
-            for e in store.read_all(types=[ev.AllocationGranted.event_type], limit=10_000)
-        }
-        assert len(deciders) == 1  # one holder of the lease made every grant
-        (holder,) = deciders
+        first_deciders = {str(h) for h in _deciders()}
+        assert len(first_deciders) == 1  # one holder of the lease made every grant
+        (holder,) = first_deciders
         leader, standby = (first, second) if holder.startswith(first.name[:13]) else (second, first)
         leader.kill()
         for i in range(10):
@@ -179,10 +182,7 @@ def test_two_workers_one_decides_and_the_other_takes_over_when_it_dies(
         wait_until(
             _all_final(20), timeout=60, what=f"the standby to take over; log:\n{standby.log()}"
         )
-    deciders = [
-        e.metadata.get("holder")
-        for e in store.read_all(types=[ev.AllocationGranted.event_type], limit=10_000)
-    ]
+    deciders = _deciders()
     assert deciders[0] == holder
     assert deciders[-1] != holder
     assert SchedulerLease.objects.get().term >= 2
