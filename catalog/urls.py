@@ -1,5 +1,11 @@
 """catalog API routes."""
 
 from django.urls import URLPattern, URLResolver
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from catalog import api
+
+router = SimpleRouter(trailing_slash=False)
+router.register("offerings", api.OfferingViewSet)
+
+urlpatterns: list[URLPattern | URLResolver] = [*router.urls]

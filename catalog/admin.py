@@ -1,0 +1,133 @@
+"""Operators' admin for the catalog. Saves and actions go through the services, so every
+change is an event like any other write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from catalog import services
+from catalog.models import Offering, PricePlan
+from neocloud.admin import ServiceAdmin
+
+DEFINITION_FIELDS = (
+    "slug",
+    "name",
+    "description",
+    "kind",
+    "gpu_models",
+    "gpus_per_node",
+    "max_nodes",
+    "gang",
+    "gpu_milli",
+    "topology",
+    "max_runtime_s",
+    "max_gpus",
+    "max_duration_s",
+)
+
+
+class OfferingForm(forms.ModelForm):  # type: ignore[type-arg]
+    gpu_models = forms.CharField(
+        help_text="GPU model slugs, comma-separated, preferred first (e.g. h100-sxm, a100)."
+    )
+
+    class Meta:
+        model = Offering
+        fields = list(DEFINITION_FIELDS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["gpu_models"] = ", ".join(self.instance.gpu_models)
+
+    def clean_gpu_models(self) -> list[str]:
+        return [m.strip() for m in self.cleaned_data["gpu_models"].split(",") if m.strip()]
+
+
+class PricePlanInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = PricePlan
+    extra = 0
+    fields = ("region", "plan", "price_per_gpu_hour_minor", "currency", "updated_at")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Offering)
+class OfferingAdmin(ServiceAdmin):
+    form = OfferingForm
+    list_display = ("slug", "name", "kind", "gpus_per_node", "max_nodes", "active")
+    list_filter = ("kind", "active")
+    search_fields = ("slug", "name")
+    inlines = [PricePlanInline]
+    actions = ["retire", "reactivate"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else ("slug", "active", "version")
+
+    def get_inline_instances(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [] if obj is None else super().get_inline_instances(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Offering, form: Any, change: bool) -> None:
+        definition = {name: form.cleaned_data.get(name) for name in DEFINITION_FIELDS}
+        definition["slug"] = obj.slug
+        definition["description"] = definition["description"] or ""
+        saved = self.run(request, services.offering_define, **definition)
+        obj.pk = saved.pk
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """Price plans are read-only here: set them on the price plan page."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # retire instead: orders refer to offerings
+
+    @admin.action(description="Retire (no new orders)")
+    def retire(self, request: HttpRequest, queryset: QuerySet[Offering]) -> None:
+        self.run_each(
+            request,
+            services.offering_retire,
+            queryset,
+            "offering",
+            reason=f"retired by operator {request.user}",
+        )
+
+    @admin.action(description="Reactivate")
+    def reactivate(self, request: HttpRequest, queryset: QuerySet[Offering]) -> None:
+        self.run_each(request, services.offering_reactivate, queryset, "offering")
+
+
+@admin.register(PricePlan)
+class PricePlanAdmin(ServiceAdmin):
+    list_display = ("offering", "region", "plan", "price_per_gpu_hour_minor", "currency")
+    list_filter = ("plan", "region", "currency")
+    search_fields = ("offering__slug", "region")
+    fields = ("offering", "region", "plan", "price_per_gpu_hour_minor", "currency")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else ("offering", "region", "plan")
+
+    def save_model(self, request: HttpRequest, obj: PricePlan, form: Any, change: bool) -> None:
+        saved = self.run(
+            request,
+            services.price_plan_set,
+            offering=obj.offering,
+            region=obj.region,
+            plan=obj.plan,
+            price_per_gpu_hour_minor=obj.price_per_gpu_hour_minor,
+            currency=obj.currency,
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: PricePlan) -> None:
+        self.run(request, services.price_plan_remove, price_plan=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[PricePlan]) -> None:
+        self.run_each(request, services.price_plan_remove, queryset, "price_plan")

@@ -1,0 +1,15 @@
+"""Errors of the catalog, each with its stable code."""
+
+from __future__ import annotations
+
+from neocloud.errors import NotFound, ValidationFailed
+
+
+class OfferingInvalid(ValidationFailed):
+    """An operator's definition that could never be ordered as written."""
+
+    code = "offering_invalid"
+
+
+class OfferingNotFound(NotFound):
+    code = "offering_not_found"

@@ -1,0 +1,228 @@
+"""Catalog writes, operators only. Definitions are idempotent (defining the same again records
+nothing), so a catalog file or an admin save can run twice. Each write locks the offering's
+row, then appends to ``offering/<slug>`` with the version it read.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+
+from catalog import events as ev
+from catalog.errors import OfferingInvalid
+from catalog.models import Offering, OfferingKind, PricePlan
+from events import store
+from events.store import Metadata
+from events.types import DomainEvent
+from inventory.models import GpuModel, Region
+from scheduler.specs import PricePlan as Plan
+from tenants.access import Actor
+from tenants.errors import PermissionDenied
+
+PRICE_PLAN_NAMESPACE = uuid.UUID("3b0f7a52-2d8e-4c1e-9a56-636174616c67")
+TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
+CURRENCY = re.compile(r"^[A-Z]{3}$")
+WHOLE = 1000  # milli-GPU in one GPU
+# Reserved capacity sells reserved plans only; everything else is run now, on demand or
+# preemptible.
+PLANS_BY_KIND: dict[str, frozenset[str]] = {
+    OfferingKind.INSTANCE: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
+    OfferingKind.TRAINING: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
+    OfferingKind.INFERENCE: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
+    OfferingKind.RESERVED: frozenset({Plan.RESERVED}),
+}
+
+
+def _require_operator(actor: Actor) -> None:
+    if not actor.is_staff:
+        raise PermissionDenied("only operators change the catalog")
+
+
+def _append(actor: Actor, slug: str, events: Sequence[DomainEvent], expected_version: int) -> None:
+    store.append(
+        ev.OFFERING_STREAM,
+        slug,
+        events,
+        expected_version=expected_version,
+        metadata=Metadata(
+            actor=actor.label,
+            correlation_id=actor.correlation_id,
+            idempotency_key=actor.idempotency_key,
+        ),
+    )
+
+
+def _locked(slug: str) -> Offering | None:
+    """The offering as it is now, locked until the transaction ends (then the append lock)."""
+    return Offering.objects.select_for_update().filter(slug=slug).first()
+
+
+def price_plan_id(offering: str, region: str, plan: str) -> uuid.UUID:
+    return uuid.uuid5(PRICE_PLAN_NAMESPACE, f"{offering}/{region}/{plan}")
+
+
+def offering_define(
+    *,
+    actor: Actor,
+    slug: str,
+    name: str,
+    kind: str,
+    gpu_models: Sequence[str],
+    description: str = "",
+    gpus_per_node: int = 1,
+    max_nodes: int = 1,
+    gang: bool = True,
+    gpu_milli: int = WHOLE,
+    topology: str = "any",
+    max_runtime_s: int | None = None,
+    max_gpus: int | None = None,
+    max_duration_s: int | None = None,
+) -> Offering:
+    """Create or change an offering. What each kind uses:
+
+    - ``instance``: ``gpus_per_node`` GPUs on one node (1xH100 … 8xH100);
+    - ``training``: ``gpus_per_node`` x up to ``max_nodes`` nodes, a gang unless ``gang`` is
+      off, runtime at most ``max_runtime_s``;
+    - ``inference``: up to ``max_nodes`` replicas of ``gpus_per_node`` GPUs each, or of a
+      ``gpu_milli`` share of one GPU (shareable models only; one replica per order, as the
+      scheduler places a share on one node);
+    - ``reserved``: up to ``max_gpus`` GPUs of one of ``gpu_models`` for at most
+      ``max_duration_s``.
+    """
+    _require_operator(actor)
+    wanted = ev.OfferingDefined(
+        slug=slug,
+        name=name,
+        description=description,
+        kind=kind,
+        gpu_models=list(gpu_models),
+        gpus_per_node=gpus_per_node,
+        max_nodes=max_nodes,
+        gang=gang,
+        gpu_milli=gpu_milli,
+        topology=topology,
+        max_runtime_s=max_runtime_s,
+        max_gpus=max_gpus,
+        max_duration_s=max_duration_s,
+    )
+    _check_definition(wanted)
+    current = _locked(slug)
+    if current is None or _definition(current) != wanted:
+        _append(actor, slug, [wanted], current.version if current else 0)
+    return Offering.objects.get(slug=slug)
+
+
+def _definition(offering: Offering) -> ev.OfferingDefined:
+    return ev.OfferingDefined(
+        **{name: getattr(offering, name) for name in ev.OfferingDefined.model_fields}
+    )
+
+
+def _check_definition(wanted: ev.OfferingDefined) -> None:
+    problems: dict[str, list[str]] = {}
+    if wanted.kind not in OfferingKind.values:
+        problems["kind"] = [f"one of {', '.join(OfferingKind.values)}"]
+    if not wanted.gpu_models:
+        problems["gpu_models"] = ["at least one GPU model"]
+    known = {m.slug: m.shareable for m in GpuModel.objects.filter(slug__in=wanted.gpu_models)}
+    unknown = [m for m in wanted.gpu_models if m not in known]
+    if unknown:
+        problems["gpu_models"] = [f"unknown GPU model {m!r}" for m in unknown]
+    if len(set(wanted.gpu_models)) != len(wanted.gpu_models):
+        problems["gpu_models"] = ["listed twice"]
+    if wanted.gpus_per_node < 1:
+        problems["gpus_per_node"] = ["at least 1"]
+    if wanted.max_nodes < 1:
+        problems["max_nodes"] = ["at least 1"]
+    if wanted.topology not in TOPOLOGIES:
+        problems["topology"] = [f"one of {', '.join(TOPOLOGIES)}"]
+    if not 1 <= wanted.gpu_milli <= WHOLE:
+        problems["gpu_milli"] = [f"1 to {WHOLE}"]
+    elif wanted.gpu_milli < WHOLE:
+        if wanted.kind != OfferingKind.INFERENCE:
+            problems["gpu_milli"] = ["shares of a GPU are sold as inference only"]
+        elif wanted.gpus_per_node != 1:
+            problems["gpu_milli"] = ["a share is of one GPU: gpus_per_node must be 1"]
+        elif not all(known.get(m, True) for m in wanted.gpu_models):
+            problems["gpu_milli"] = ["every GPU model of a shared offering must be shareable"]
+    if wanted.kind == OfferingKind.INSTANCE and wanted.max_nodes != 1:
+        problems["max_nodes"] = ["an instance is on one node"]
+    if wanted.kind == OfferingKind.RESERVED and not (wanted.max_gpus and wanted.max_duration_s):
+        problems["max_gpus"] = ["reserved capacity needs max_gpus and max_duration_s"]
+    if problems:
+        raise OfferingInvalid(f"offering {wanted.slug!r} is not valid", fields=problems)
+
+
+def offering_retire(*, actor: Actor, offering: Offering, reason: str = "") -> Offering:
+    """No new orders for it; what was ordered keeps running."""
+    _require_operator(actor)
+    current = _locked(offering.slug)
+    if current is not None and current.active:
+        _append(actor, current.slug, [ev.OfferingRetired(reason=reason)], current.version)
+    return Offering.objects.get(slug=offering.slug)
+
+
+def offering_reactivate(*, actor: Actor, offering: Offering) -> Offering:
+    _require_operator(actor)
+    current = _locked(offering.slug)
+    if current is not None and not current.active:
+        _append(actor, current.slug, [ev.OfferingReactivated()], current.version)
+    return Offering.objects.get(slug=offering.slug)
+
+
+def price_plan_set(
+    *,
+    actor: Actor,
+    offering: Offering,
+    region: str,
+    plan: str,
+    price_per_gpu_hour_minor: int,
+    currency: str,
+) -> PricePlan:
+    """Set (create or replace) the price of ``offering`` in ``region`` under ``plan``."""
+    _require_operator(actor)
+    current = _locked(offering.slug)
+    if current is None:
+        raise OfferingInvalid("no such offering", fields={"offering": ["unknown"]})
+    problems: dict[str, list[str]] = {}
+    if not Region.objects.filter(slug=region).exists():
+        problems["region"] = [f"unknown region {region!r}"]
+    if plan not in PLANS_BY_KIND[current.kind]:
+        problems["plan"] = [
+            f"a {current.kind} offering sells {', '.join(sorted(PLANS_BY_KIND[current.kind]))}"
+        ]
+    if not CURRENCY.match(currency):
+        problems["currency"] = ["an ISO 4217 code such as USD"]
+    if price_per_gpu_hour_minor < 0:
+        problems["price_per_gpu_hour_minor"] = ["not negative"]
+    if problems:
+        raise OfferingInvalid("price plan is not valid", fields=problems)
+    plan_id = price_plan_id(current.slug, region, plan)
+    wanted = ev.PricePlanSet(
+        price_plan_id=plan_id,
+        region=region,
+        plan=plan,
+        price_per_gpu_hour_minor=price_per_gpu_hour_minor,
+        currency=currency,
+    )
+    existing = PricePlan.objects.filter(pk=plan_id).first()
+    if existing is None or (existing.price_per_gpu_hour_minor, existing.currency) != (
+        price_per_gpu_hour_minor,
+        currency,
+    ):
+        _append(actor, current.slug, [wanted], current.version)
+    return PricePlan.objects.get(pk=plan_id)
+
+
+def price_plan_remove(*, actor: Actor, price_plan: PricePlan) -> None:
+    """The offering is no longer sold in that region under that plan."""
+    _require_operator(actor)
+    current = _locked(price_plan.offering_id)
+    if current is not None and PricePlan.objects.filter(pk=price_plan.pk).exists():
+        _append(
+            actor,
+            current.slug,
+            [ev.PricePlanRemoved(price_plan_id=price_plan.pk)],
+            current.version,
+        )

@@ -1,0 +1,45 @@
+"""Errors of ordering, each with its stable code. An order refused for any of these is not
+written at all: the request can be corrected and sent again."""
+
+from __future__ import annotations
+
+from neocloud.errors import Conflict, ValidationFailed
+
+
+class OfferingUnavailable(ValidationFailed):
+    """No such offering, or it is retired."""
+
+    code = "offering_unavailable"
+
+
+class RegionNotOffered(ValidationFailed):
+    code = "region_not_offered"
+
+
+class PricePlanNotOffered(ValidationFailed):
+    code = "price_plan_not_offered"
+
+
+class GpuModelNotOffered(ValidationFailed):
+    code = "gpu_model_not_offered"
+
+
+class ShapeNotAllowed(ValidationFailed):
+    """Quantity, runtime or window outside what the offering allows."""
+
+    code = "shape_not_allowed"
+
+
+class QuotaExceeded(ValidationFailed):
+    code = "quota_exceeded"
+
+
+class PaymentRequired(ValidationFailed):
+    code = "payment_required"
+
+
+class InvalidTransition(Conflict):
+    """The order's status does not allow this step; nothing changed."""
+
+    code = "invalid_transition"
+    retryable = False
