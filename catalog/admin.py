@@ -49,32 +49,27 @@ class OfferingForm(forms.ModelForm):  # type: ignore[type-arg]
         return [m.strip() for m in self.cleaned_data["gpu_models"].split(",") if m.strip()]
 
 
-class PricePlanInline(admin.TabularInline):  # type: ignore[type-arg]
-    model = PricePlan
-    extra = 0
-    fields = ("region", "plan", "price_per_gpu_hour_minor", "currency", "updated_at")
-    readonly_fields = fields
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(Offering)
 class OfferingAdmin(ServiceAdmin):
     form = OfferingForm
     list_display = ("slug", "name", "kind", "gpus_per_node", "max_nodes", "active")
     list_filter = ("kind", "active")
     search_fields = ("slug", "name")
-    inlines = [PricePlanInline]
     actions = ["retire", "reactivate"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return () if obj is None else ("slug", "active", "version")
+        return () if obj is None else ("slug", "active", "version", "prices")
 
-    def get_inline_instances(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [] if obj is None else super().get_inline_instances(request, obj)
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(DEFINITION_FIELDS)
+        return fields if obj is None else [*fields, "active", "version", "prices"]
+
+    @admin.display(description="Price plans (set them on the price plan page)")
+    def prices(self, obj: Offering) -> str:
+        return "; ".join(
+            f"{p.region} {p.plan}: {p.price_per_gpu_hour_minor} {p.currency} minor/GPU-hour"
+            for p in obj.price_plans.all()
+        )
 
     def save_model(self, request: HttpRequest, obj: Offering, form: Any, change: bool) -> None:
         definition = {name: form.cleaned_data.get(name) for name in DEFINITION_FIELDS}
@@ -82,9 +77,6 @@ class OfferingAdmin(ServiceAdmin):
         definition["description"] = definition["description"] or ""
         saved = self.run(request, services.offering_define, **definition)
         obj.pk = saved.pk
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        """Price plans are read-only here: set them on the price plan page."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # retire instead: orders refer to offerings

@@ -299,6 +299,33 @@ def test_admin_lists_search_and_filter(
     assert operator.get(f"/admin/catalog/{page}/").status_code == 200
 
 
+def test_an_operator_changes_an_offering_in_the_admin(
+    shop: shop_builders.Shop, operator: Client
+) -> None:
+    page = operator.get("/admin/catalog/offering/h100-training/change/")
+
+    changed = operator.post(
+        "/admin/catalog/offering/h100-training/change/",
+        {
+            "name": "H100 training",
+            "kind": "training",
+            "gpu_models": "h100",
+            "gpus_per_node": "8",
+            "max_nodes": "32",
+            "gang": "on",
+            "gpu_milli": "1000",
+            "topology": "same_rack",
+            "max_runtime_s": "86400",
+        },
+    )
+
+    assert page.status_code == 200
+    assert changed.status_code == 302
+    offering = Offering.objects.get(slug="h100-training")
+    assert (offering.max_nodes, offering.topology, offering.version) == (32, "same_rack", 3)
+    assert _types("h100-training")[-1] == "catalog.OfferingDefined"
+
+
 @pytest.fixture
 def scheduler_state() -> Iterator[None]:
     """The scheduler's in-memory cluster state starts and ends empty."""

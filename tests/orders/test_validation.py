@@ -239,6 +239,19 @@ def test_viewers_and_billing_cannot_order(
     _nothing_written()
 
 
+def test_ordering_needs_a_write_key_and_authentication(customer: Customer, build: Any) -> None:
+    owner = customer.organization.membership_set.get(role=Role.OWNER).user
+    read_key = build.key(customer.organization, owner, scopes=["read"])[1]
+    customer.keys["read_key"] = read_key
+    customer.keys["anonymous"] = ""
+
+    read_only = customer.post_order(role="read_key", offering="1xh100", price_plan="on_demand")
+    anonymous = customer.post_order(role="anonymous", offering="1xh100", price_plan="on_demand")
+
+    assert (read_only.status_code, anonymous.status_code) == (403, 401)
+    _nothing_written()
+
+
 def test_another_organizations_project_does_not_exist(customer: Customer, build: Any) -> None:
     other = build.organization("Globex")
     stranger = build.project(other, "Secret")
