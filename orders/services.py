@@ -411,8 +411,7 @@ def order_submit(
     order = Order.objects.get(pk=order_id)
     if needs_approval:
         return order
-    approver = Actor.system_actor("orders.approval")
-    approver.correlation_id = actor.correlation_id
+    approver = Actor(user=None, system="orders.approval", correlation_id=actor.correlation_id)
     return _approve_and_fulfil(approver, order, shape, submitter=actor, automatic=True)
 
 
