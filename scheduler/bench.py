@@ -314,3 +314,6 @@ def scheduler(scale: float) -> dict[str, Any]:
         "peak_rss_mb": peak_rss_mb(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
+
+
+from scheduler import bench_e2e  # noqa: E402, F401  (registers the e2e suite)

@@ -6,6 +6,10 @@ first release of an allocation wins; a later one is recorded in the log and chan
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
+
+from django.db import connection
 from django.db.models import F
 
 from events import projections
@@ -27,6 +31,29 @@ from scheduler.models import (
 class Scheduling(projections.Projection):
     name = "scheduler.scheduling"
     models = (PriorityClass, Queue, Reservation, Workload, Allocation)
+
+    def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
+        """A cycle appends hundreds of admissions and grants at once: each run of them is
+        applied in a few statements (inside the append, which holds the log's lock)."""
+        run: list[RecordedEvent] = []
+        for event in events:
+            if run and event.type != run[0].type:
+                self._apply_run(run)
+                run = []
+            run.append(event)
+        if run:
+            self._apply_run(run)
+
+    def _apply_run(self, run: list[RecordedEvent]) -> None:
+        if run[0].type == ev.WorkloadAdmitted.event_type:
+            Workload.objects.filter(
+                id__in=[e.data["workload_id"] for e in run], status=WorkloadStatus.PENDING
+            ).update(status=WorkloadStatus.ADMITTED, status_reason="")
+        elif run[0].type == ev.AllocationGranted.event_type:
+            self._granted(run)
+        else:
+            for event in run:
+                self.apply(event)
 
     @handles(ev.PriorityClassDefined)
     def priority_class_defined(self, event: RecordedEvent) -> None:
@@ -67,26 +94,43 @@ class Scheduling(projections.Projection):
 
     @handles(ev.AllocationGranted)
     def granted(self, event: RecordedEvent) -> None:
-        data = event.data
-        placements = data["placements"]
-        Allocation.objects.create(
-            id=data["allocation_id"],
-            workload_id=data["workload_id"],
-            organization_id=data["organization_id"],
-            project_id=data["project_id"],
-            cluster_id=event.stream_id,
-            gpu_model=data["gpu_model"] or "",
-            placements=placements,
-            gpu_milli=sum(len(p["gpus"]) * p["gpu_milli"] for p in placements),
-            granted_at=data["granted_at"],
+        self._granted([event])
+
+    def _granted(self, run: list[RecordedEvent]) -> None:
+        Allocation.objects.bulk_create(
+            Allocation(
+                id=e.data["allocation_id"],
+                workload_id=e.data["workload_id"],
+                organization_id=e.data["organization_id"],
+                project_id=e.data["project_id"],
+                cluster_id=e.stream_id,
+                gpu_model=e.data["gpu_model"] or "",
+                placements=e.data["placements"],
+                gpu_milli=sum(len(p["gpus"]) * p["gpu_milli"] for p in e.data["placements"]),
+                granted_at=e.data["granted_at"],
+            )
+            for e in run
         )
-        workload = Workload.objects.get(id=data["workload_id"])
-        workload.status = WorkloadStatus.SCHEDULED
-        workload.status_reason = ""
-        workload.allocation_id = data["allocation_id"]
-        workload.runs += 1
-        workload.started_at = None
-        workload.save()
+        # One statement per grant, sent together (a bulk_update's CASE costs more to build).
+        pk = Workload._meta.pk
+        assert pk is not None  # noqa: S101 (every model has one)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE scheduler_workload SET allocation_id = %s, runs = runs + 1,"
+                " started_at = NULL,"
+                " status = CASE WHEN status IN ('succeeded', 'failed', 'cancelled')"
+                " THEN status ELSE 'scheduled' END,"
+                " status_reason = CASE WHEN status IN ('succeeded', 'failed', 'cancelled')"
+                " THEN status_reason ELSE '' END"
+                " WHERE id = %s",
+                [
+                    (
+                        pk.get_db_prep_value(uuid.UUID(str(e.data["allocation_id"])), connection),
+                        pk.get_db_prep_value(uuid.UUID(str(e.data["workload_id"])), connection),
+                    )
+                    for e in run
+                ],
+            )
 
     @handles(ev.WorkloadPreempted)
     def preempted(self, event: RecordedEvent) -> None:

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -287,12 +288,14 @@ def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
 
 def _decide(state: ClusterState) -> CycleResult:
     view, now = state.view, timezone.now()
+    began = time.perf_counter()
     pending = [view.requests[w] for w in sorted(view.waiting)]
     decisions = state.engine.cycle(pending, now.timestamp())
+    decided = time.perf_counter()
     changes = _decision_events(state, decisions, now)
-    grants: list[tuple[uuid.UUID, uuid.UUID]] = []
-    with transaction.atomic():
-        if changes:
+    if changes:
+        # Only the decisions share the append's transaction (and its lock on the log).
+        with transaction.atomic():
             recorded = store.append(
                 ev.SCHEDULE_STREAM,
                 str(state.cluster_id),
@@ -303,14 +306,27 @@ def _decide(state: ClusterState) -> CycleResult:
                 ),
             )
             state.version = recorded[-1].version
-            grants = [
-                (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
-                for e in recorded
-                if e.type == ev.AllocationGranted.event_type
-            ]
-            triggers.runs_start(grants)
-        _record_reasons(state, decisions, now)
+            triggers.runs_start(
+                [
+                    (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
+                    for e in recorded
+                    if e.type == ev.AllocationGranted.event_type
+                ]
+            )
     _applied(state, decisions, changes)
+    appended = time.perf_counter()
+    _record_reasons(state, decisions, now)
+    logger.info(
+        "cycle of %s: %d waiting, %d granted, %d preempted; engine %.1f ms, append %.1f ms,"
+        " reasons %.1f ms",
+        state.cluster_id,
+        len(pending),
+        len(decisions.allocations),
+        len(decisions.preemptions),
+        (decided - began) * 1000,
+        (appended - decided) * 1000,
+        (time.perf_counter() - appended) * 1000,
+    )
     return CycleResult(
         holder=None,
         granted=len(decisions.allocations),
@@ -376,8 +392,10 @@ def _applied(state: ClusterState, decisions: Decisions, changes: Iterable[Domain
         view.waiting.pop(allocation.workload, None)
 
 
+@transaction.atomic
 def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) -> None:
-    """Keep ``WorkloadWait`` to the reasons of this cycle, writing only what changed."""
+    """Keep ``WorkloadWait`` to the reasons of this cycle, writing only what changed. A cache
+    of the last cycle, not the log's: written after the decisions, in its own transaction."""
     gone = [w for w in state.reasons if w not in decisions.pending]
     if gone:
         WorkloadWait.objects.filter(workload_id__in=gone).delete()

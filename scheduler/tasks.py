@@ -23,6 +23,7 @@ from celery import Task, shared_task
 from celery.signals import celeryd_after_setup, worker_shutting_down
 from django.conf import settings
 
+from inventory.models import Cluster
 from neocloud.celery import app
 from scheduler import runs, scheduling
 
@@ -65,7 +66,10 @@ def cycle_dispatch(cluster_id: uuid.UUID) -> None:
         return
     debounce = settings.SCHEDULER_DEBOUNCE_S
     if _broker().set(_asked(cluster_id), 1, nx=True, px=int(debounce * 1000) + 5000):
-        schedule_cluster.apply_async((str(cluster_id),), countdown=debounce)
+        # Straight to the holder's own queue, where cycles do not wait behind runs.
+        holder = scheduling.lease_holder(cluster_id)
+        route: dict[str, Any] = {"queue": f"scheduler.{holder}"} if holder else {}
+        schedule_cluster.apply_async((str(cluster_id),), countdown=debounce, **route)
 
 
 @shared_task(name="scheduler.schedule_cluster", acks_late=True, ignore_result=True)
@@ -85,9 +89,13 @@ def schedule_cluster(cluster_id: str, forwarded: bool = False) -> int:
     return result.granted
 
 
+RUNS_PER_TASK = 8  # grants of a cycle go out in tasks of this many: fewer messages, still spread
+
+
 def runs_start_dispatch(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
-    for workload_id, allocation_id in grants:
-        run_start.delay(str(workload_id), str(allocation_id))
+    pairs = [(str(w), str(a)) for w, a in grants]
+    for i in range(0, len(pairs), RUNS_PER_TASK):
+        runs_start.delay(pairs[i : i + RUNS_PER_TASK])
 
 
 def run_stop_dispatch(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
@@ -120,6 +128,20 @@ def run_start(self: Task[[str, str], None], workload_id: str, allocation_id: str
     _check_later(workload_id, allocation_id, next_)
 
 
+@shared_task(name="scheduler.runs_start", acks_late=True, ignore_result=True)
+def runs_start(pairs: list[tuple[str, str]]) -> None:
+    """Start several runs; one that fails to start retries on its own task."""
+    from inventory.drivers import StepFailed
+
+    for workload_id, allocation_id in pairs:
+        try:
+            next_ = runs.run_start(uuid.UUID(workload_id), uuid.UUID(allocation_id))
+        except StepFailed:
+            run_start.apply_async((workload_id, allocation_id), countdown=1)
+            continue
+        _check_later(workload_id, allocation_id, next_)
+
+
 @shared_task(name="scheduler.run_check", acks_late=True, ignore_result=True)
 def run_check(workload_id: str, allocation_id: str) -> None:
     next_ = runs.run_check(uuid.UUID(workload_id), uuid.UUID(allocation_id))
@@ -140,4 +162,10 @@ def tick() -> None:
         run_start.delay(str(workload_id), str(allocation_id))
     for workload_id, allocation_id in overdue:
         runs.run_check(workload_id, allocation_id)
-    scheduling.cycle_request_all()
+    if _eager():
+        scheduling.cycle_request_all()
+        return
+    # Past the debounce and the holder's queue: if the holder died, whoever takes this
+    # cycle forwards it and takes the lease over when it expires.
+    for cluster_id in Cluster.objects.values_list("id", flat=True):
+        schedule_cluster.delay(str(cluster_id))

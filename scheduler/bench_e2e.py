@@ -1,0 +1,458 @@
+"""``bench e2e``: workloads through the API, scheduled and run by real Celery workers on
+PostgreSQL and Redis with the simulated driver, in the configuration of Kueue's scheduler
+performance test.
+
+Five cohorts of six queues (one project each); every queue has a nominal quota of 20 GPUs and
+may borrow 100 more. Each queue gets 500 workloads: 350 small (1 GPU, 200 ms, priority 50),
+100 medium (5 GPUs, 500 ms, priority 100) and 50 large (20 GPUs as 5 nodes x 4, 1 s,
+priority 200): 15,000 in all, on 600 GPUs (75 nodes x 8), the sum of the quotas. ``scale``
+shrinks the workloads per queue.
+
+Figures: ``wall_s`` from the first submission until every workload ended; ``usage_pct``, the
+GPU-seconds held over (600 GPUs x ``wall_s``); ``alloc_latency_ms`` (submission to grant)
+p50/p99 per class; ``scheduled_per_s``; then ``double_booked_gpus`` and ``lost_workloads``
+checked from the log. Beside them, the engine alone in this process on the same workloads
+(a discrete-event run: the same cycles without the database, broker and HTTP), so that
+``wall_vs_engine_makespan`` shows what the plumbing costs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from inventory import services as inventory
+from inventory.lifecycle import NodeState
+from inventory.models import Node
+from neocloud.bench import peak_rss_mb, scratch_database, suite
+from neocloud.celery import app as celery_app
+from neocloud.transactions import atomic_with_retry
+from scheduler import audit, scheduling, services
+from scheduler.engine.cycle import Scheduler
+from scheduler.engine.model import WHOLE, Allocation, Policy, QueueConfig, Request, Snapshot
+from scheduler.models import Allocation as AllocationRow
+from scheduler.models import Workload
+from scheduler.snapshot import cluster_view
+from tenants.access import Actor
+from tenants.bench import _database_url, _free_port, _serving
+from tenants.models import Scope
+from tenants.services import (
+    api_key_create,
+    organization_create,
+    project_create,
+    quota_set,
+    user_register,
+)
+
+COHORTS = 5
+QUEUES_PER_COHORT = 6
+NOMINAL_GPUS = 20
+BORROWING_LIMIT = 100
+NODES = 75
+GPUS_PER_NODE = 8
+# class: (count per queue at scale 1, GPUs per node, nodes, runtime s, priority)
+CLASSES = {
+    "small": (350, 1, 1, 0.2, 50),
+    "medium": (100, 5, 1, 0.5, 100),
+    "large": (50, 4, 5, 1.0, 200),
+}
+CLIENT_THREADS = 8
+WORKER_CONCURRENCY = 4  # runs mostly wait on commits
+FINISH_TIMEOUT_S = 1800.0
+TICK_S = 2.0
+ACTOR = Actor.system_actor("bench")
+
+
+@dataclass(frozen=True)
+class Planned:
+    key: str  # the API key of its organization
+    project: str
+    name: str
+    kind: str
+
+
+def _seed() -> tuple[list[tuple[str, str]], str]:
+    """The fleet, five organizations (one per cohort) of six projects, their queues and
+    quotas, and the workloads to submit, interleaved over the queues."""
+    with override_settings(SIMULATED_STEP_DELAY_S=0), _eager():
+        region = atomic_with_retry(inventory.region_define, actor=ACTOR, slug="bench", name="B")
+        cluster = atomic_with_retry(
+            inventory.cluster_define, actor=ACTOR, region=region, slug="bench-1", name="B1"
+        )
+        model = atomic_with_retry(
+            inventory.gpu_model_define,
+            actor=ACTOR,
+            slug="h100",
+            name="H100",
+            vendor="NVIDIA",
+            memory_gib=80,
+            interconnect="nvswitch",
+            shareable=False,
+        )
+        for n in range(NODES):
+            node, _ = atomic_with_retry(
+                inventory.node_register,
+                actor=ACTOR,
+                cluster=cluster,
+                name=f"b{n:03d}",
+                gpu_model=model,
+                cpu_milli=128_000,
+                memory_mib=1_048_576,
+                gpus=[inventory.GpuSlot(index=g) for g in range(GPUS_PER_NODE)],
+            )
+            atomic_with_retry(inventory.node_provision, actor=ACTOR, node=node)
+        if Node.objects.exclude(state=NodeState.READY).exists():
+            raise CommandError("the bench fleet did not become ready")
+        for name, (_, _, _, _, priority) in CLASSES.items():
+            atomic_with_retry(
+                services.priority_class_define, actor=ACTOR, name=f"bench-{name}", value=priority
+            )
+    owner = atomic_with_retry(user_register, actor=ACTOR, email="owner@bench.example")
+    queues: list[tuple[str, str]] = []
+    for c in range(COHORTS):
+        organization = atomic_with_retry(
+            organization_create, actor=ACTOR, name=f"Cohort {c}", owner=owner, slug=f"c{c}"
+        )
+        _, key = atomic_with_retry(
+            api_key_create,
+            actor=ACTOR,
+            organization=organization,
+            name="bench",
+            scopes=[Scope.READ, Scope.WRITE],
+            user=owner,
+        )
+        for q in range(QUEUES_PER_COHORT):
+            project = atomic_with_retry(
+                project_create, actor=ACTOR, organization=organization, name=f"q{c}-{q}"
+            )
+            atomic_with_retry(
+                quota_set,
+                actor=ACTOR,
+                organization=organization,
+                project=project,
+                gpu_model="h100",
+                max_gpus=NOMINAL_GPUS,
+            )
+            atomic_with_retry(
+                services.queue_configure,
+                actor=ACTOR,
+                project=project,
+                cohort=f"cohort-{c}",
+                borrowing_limit=BORROWING_LIMIT,
+            )
+            queues.append((key, str(project.pk)))
+    # Seeding ran cycles in this process, which took the lease: the workers' now.
+    scheduling.leases_release(scheduling.holder_name())
+    return queues, str(cluster.pk)
+
+
+def _plan(queues: list[tuple[str, str]], scale: float) -> list[Planned]:
+    per_queue = [(kind, max(1, round(spec[0] * scale))) for kind, spec in CLASSES.items()]
+    planned = []
+    for i in range(max(count for _, count in per_queue)):
+        for kind, count in per_queue:
+            if i < count:
+                for key, project in queues:
+                    planned.append(Planned(key, project, f"{kind}-{i}", kind))
+    return planned
+
+
+@contextmanager
+def _eager() -> Iterator[None]:
+    conf = celery_app.conf
+    saved = conf.task_always_eager
+    conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        conf.task_always_eager = saved
+
+
+def _env(queue: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "SIMULATED_STEP_DELAY_S": "0",
+        "SCHEDULER_DEBOUNCE_S": "0.05",
+        "SECRET_KEY": settings.SECRET_KEY,
+    }
+
+
+@contextmanager
+def _workers(queue: str) -> Iterator[None]:
+    log_path = settings.BASE_DIR / "var" / "bench-e2e-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with log_path.open("w+b") as log:
+        worker = subprocess.Popen(  # noqa: S603 - a fixed command line, no shell
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "neocloud",
+                "worker",
+                "--concurrency",
+                str(WORKER_CONCURRENCY),
+                "--prefetch-multiplier",
+                "4",
+                "-Q",
+                queue,
+                "-n",
+                f"bench-{os.getpid()}@%h",
+                "--loglevel",
+                "INFO",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=settings.BASE_DIR,
+            env=_env(queue),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            time.sleep(3.0)  # the worker connects; tasks sent before wait in Redis anyway
+            if worker.poll() is not None:
+                raise CommandError(f"the celery worker exited:\n{_tail(log)}")
+            yield
+        finally:
+            worker.terminate()
+            try:
+                worker.wait(30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+
+
+def _tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-2000:]
+
+
+def _submit_all(port: int, planned: list[Planned]) -> tuple[dict[str, float], int]:
+    """Submit from ``CLIENT_THREADS`` keep-alive clients; returns when each was submitted
+    (by workload id) and how many submissions failed."""
+    submitted: dict[str, float] = {}
+    errors = 0
+    lock = threading.Lock()
+
+    def client(part: list[Planned]) -> None:
+        nonlocal errors
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for item in part:
+            _, g, n, rt, _ = CLASSES[item.kind]
+            body = json.dumps(
+                {
+                    "project": item.project,
+                    "name": item.name,
+                    "gpu_models": ["h100"],
+                    "gpus_per_node": g,
+                    "nodes": n,
+                    "runtime_estimate_s": rt,
+                    "priority_class": f"bench-{item.kind}",
+                }
+            )
+            sent = time.time()
+            conn.request(
+                "POST",
+                "/api/v1/workloads",
+                body=body,
+                headers={
+                    "Authorization": f"Bearer {item.key}",
+                    "Content-Type": "application/json",
+                    "Idempotency-Key": str(uuid.uuid4()),
+                },
+            )
+            response = conn.getresponse()
+            payload = response.read()
+            with lock:
+                if response.status == 201:
+                    submitted[json.loads(payload)["id"]] = sent
+                else:
+                    errors += 1
+        conn.close()
+
+    parts = [planned[i::CLIENT_THREADS] for i in range(CLIENT_THREADS)]
+    threads = [threading.Thread(target=client, args=(part,)) for part in parts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return submitted, errors
+
+
+def _ticking(stop: threading.Event) -> None:
+    """Beat's tick, from this process (the benchmark runs no beat)."""
+    from scheduler import tasks
+
+    while not stop.wait(TICK_S):
+        tasks.tick.delay()
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p99": 0.0}
+    ordered = sorted(values)
+    return {
+        "p50": round(ordered[len(ordered) // 2], 1),
+        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
+    }
+
+
+def _measure(submitted: dict[str, float], started: float) -> dict[str, Any]:
+    rows = {str(w.pk): w for w in Workload.objects.all()}
+    first_grant: dict[str, float] = {}
+    held_gpu_s = 0.0
+    for allocation in AllocationRow.objects.order_by("granted_at"):
+        workload = str(allocation.workload_id)
+        first_grant.setdefault(workload, allocation.granted_at.timestamp())
+        if allocation.released_at is not None:
+            seconds = (allocation.released_at - allocation.granted_at).total_seconds()
+            held_gpu_s += allocation.gpu_milli / WHOLE * seconds
+    ended = max(w.finished_at.timestamp() for w in rows.values() if w.finished_at)
+    wall = ended - started
+    latency: dict[str, list[float]] = {kind: [] for kind in CLASSES}
+    for workload, sent in submitted.items():
+        kind = rows[workload].name.split("-", 1)[0]
+        if workload in first_grant:
+            latency[kind].append((first_grant[workload] - sent) * 1000)
+    quota_gpus = COHORTS * QUEUES_PER_COHORT * NOMINAL_GPUS
+    return {
+        "wall_s": round(wall, 2),
+        "usage_pct": round(100 * held_gpu_s / (quota_gpus * wall), 1),
+        "alloc_latency_ms": {kind: _percentiles(v) for kind, v in latency.items()},
+        "scheduled_per_s": round(len(first_grant) / wall, 1),
+    }
+
+
+def _engine_alone(cluster_id: str) -> dict[str, Any]:
+    """The same workloads through the stateful engine in a discrete-event loop: every one
+    arrives at 0, each runs its runtime; cycles after every batch of completions."""
+    view = cluster_view(uuid.UUID(cluster_id))
+    policy = Policy(
+        queues={
+            name: QueueConfig(
+                name=name,
+                cohort=q.cohort,
+                nominal=q.nominal,
+                borrowing_limit=q.borrowing_limit,
+                organization=q.organization,
+            )
+            for name, q in view.policy.queues.items()
+        }
+    )
+    runtime: dict[str, float] = {}
+    pending: dict[str, Request] = {}
+    for row in Workload.objects.all():
+        request = Request(
+            id=str(row.pk),
+            queue=str(row.project_id),
+            gpus_per_node=row.gpus_per_node,
+            nodes=row.nodes,
+            gpu_models=("h100",),
+            priority=row.priority,
+            runtime_estimate_s=row.runtime_estimate_s,
+            organization=str(row.organization_id),
+            project=str(row.project_id),
+            submitted_at=row.submitted_at.timestamp(),
+        )
+        pending[request.id] = request
+        runtime[request.id] = row.runtime_estimate_s or 0.0
+    engine = Scheduler(Snapshot(view.nodes), policy)
+    running: dict[str, tuple[float, Allocation]] = {}
+    now = cpu = held = 0.0
+    cycles = 0
+    while pending or running:
+        began = time.perf_counter()
+        decisions = engine.cycle(list(pending.values()), now)
+        cpu += time.perf_counter() - began
+        cycles += 1
+        for allocation in decisions.allocations:
+            del pending[allocation.workload]
+            running[allocation.workload] = (now + runtime[allocation.workload], allocation)
+        if not running:
+            break  # what is left can never start
+        now = min(end for end, _ in running.values())
+        for workload, (end, allocation) in list(running.items()):
+            if end <= now:
+                del running[workload]
+                engine.release(allocation)
+                held += allocation.gpu_milli / WHOLE * runtime[workload]
+    quota_gpus = COHORTS * QUEUES_PER_COHORT * NOMINAL_GPUS
+    return {
+        "engine_makespan_s": round(now, 2),
+        "engine_usage_pct": round(100 * held / (quota_gpus * now), 1) if now else 0.0,
+        "engine_cycles": cycles,
+        "engine_cpu_s": round(cpu, 2),
+        "engine_scheduled_per_s": round(len(runtime) / cpu, 1) if cpu else 0.0,
+    }
+
+
+@suite("e2e")
+def bench_e2e(scale: float) -> dict[str, Any]:
+    if not settings.REDIS_URL or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+        raise CommandError("bench e2e needs PostgreSQL and Redis: set DATABASE_URL and REDIS_URL")
+    with scratch_database():
+        queues, cluster_id = _seed()
+        planned = _plan(queues, scale)
+        queue = f"bench-e2e-{os.getpid()}"
+        celery_app.conf.task_default_queue = queue
+        os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue
+        port = _free_port()
+        stop = threading.Event()
+        ticker = threading.Thread(target=_ticking, args=(stop,), daemon=True)
+        with _workers(queue), _serving_api(port, queue):
+            ticker.start()
+            started = time.time()
+            submitted, errors = _submit_all(port, planned)
+            deadline = time.monotonic() + FINISH_TIMEOUT_S
+            while Workload.objects.filter(finished_at__isnull=True).exists():
+                if time.monotonic() > deadline:
+                    raise CommandError("workloads did not all finish in time")
+                time.sleep(0.5)
+            stop.set()
+            figures = _measure(submitted, started)
+        checked = audit.audit_log().as_dict()
+        engine = _engine_alone(cluster_id)
+    return {
+        "workloads": len(planned),
+        "submit_errors": errors,
+        **figures,
+        "double_booked_gpus": checked["double_booked_gpus"],
+        "lost_workloads": checked["lost_workloads"],
+        **engine,
+        "wall_vs_engine_makespan": round(figures["wall_s"] / engine["engine_makespan_s"], 2)
+        if engine["engine_makespan_s"]
+        else None,
+        "kueue_reference": {"wall_s": 351, "usage_pct": 58.7},
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+@contextmanager
+def _serving_api(port: int, queue: str) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(_env(queue))
+    try:
+        with _serving(port):
+            yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
