@@ -26,17 +26,19 @@ from scheduler.engine.model import (
     Snapshot,
     Topology,
 )
-from scheduler.engine.placement import Shapes, place
+from scheduler.engine.placement import Shapes, choose_in, place
 from scheduler.engine.quota import QuotaLedger
 
 
 @dataclass
 class _Blocker:
-    """A workload that waits for capacity, and when it could start by runtime estimates."""
+    """A workload that waits for capacity, when it could start by runtime estimates, and the
+    reason of those it holds back (one value for all of them)."""
 
     workload: Request
     models: frozenset[str]
     earliest_start: float
+    holds_back: PendingReason
 
 
 def schedule(
@@ -115,15 +117,19 @@ class Scheduler:
         self._run(allocation)
         self._moved(allocation)
 
-    def _run(self, allocation: Allocation) -> None:
+    def _run(self, allocation: Allocation, granted: set[str] | None = None) -> None:
+        """Count ``allocation`` as running. Work ``granted`` in the cycle under way stays out of
+        ``by_cost`` until it ends (``cycle`` adds it then): it may not be preempted in it."""
         shadowed = self.running.get(allocation.workload)
         if shadowed is not None:
             self._ending.remove(shadowed)
-            self.by_cost.remove(shadowed)
+            if granted is None or shadowed.workload not in granted:
+                self.by_cost.remove(shadowed)
             self._forget_empty()
         self.running[allocation.workload] = allocation
         self._ending.add(allocation)
-        self.by_cost.add(allocation)
+        if granted is None:
+            self.by_cost.add(allocation)
 
     def _moved(self, allocation: Allocation) -> None:
         self._changes += 1
@@ -151,26 +157,29 @@ class Scheduler:
         waiting: dict[str, PendingReason] = {}
         blockers: list[_Blocker] = []
         # Only work that ran before this cycle may be preempted: granting and taking back in
-        # one cycle would be churn.
+        # one cycle would be churn (see ``_run``).
         granted_ids: set[str] = set()
-        models_of: dict[tuple[str, ...], list[str]] = {}
+        models_of: dict[tuple[str, ...], tuple[list[str], frozenset[str]]] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
         for request in _ordered(pending, policy, ledger, now):
-            models = models_of.get(request.gpu_models)
-            if models is None:
-                models = models_of[request.gpu_models] = _models(request, self._models_in_fleet)
+            known = models_of.get(request.gpu_models)
+            if known is None:
+                models = _models(request, self._models_in_fleet)
+                known = models_of[request.gpu_models] = (models, frozenset(models))
+            models, model_set = known
             if not models:
                 waiting[request.id] = reasons.no_matching_model(request, Snapshot(self.nodes))
                 continue
             # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
             #    the same models, unless they finish (by estimate) before it could start.
-            blocker = _blocked_by(request, models, blockers, now, policy)
-            if blocker is not None:
-                waiting[request.id] = reasons.behind(request, blocker.workload)
-                continue
+            if blockers:
+                blocker = _blocked_by(request, model_set, blockers, now, policy)
+                if blocker is not None:
+                    waiting[request.id] = blocker.holds_back
+                    continue
             # 4. Quota, reservations and placement, model by model in order of preference.
-            outcome = _admit(request, models, self, shapes, now, granted_ids)
+            outcome = _admit(request, models, self, shapes, now)
             if isinstance(outcome, tuple):
                 allocation, victims = outcome
                 for victim in victims:
@@ -188,7 +197,7 @@ class Scheduler:
                     self._moved(victim)
                 capacity.take(allocation)
                 ledger.add(allocation)
-                self._run(allocation)
+                self._run(allocation, granted_ids)
                 self._moved(allocation)
                 granted_ids.add(allocation.workload)
                 granted.append(allocation)
@@ -198,7 +207,10 @@ class Scheduler:
                 request, models, shapes
             ):
                 start = self._earliest_start(request, models, shapes)
-                blockers.append(_Blocker(request, frozenset(models), start))
+                blockers.append(_Blocker(request, model_set, start, reasons.behind(request)))
+        for allocation in granted:
+            if self.running.get(allocation.workload) is allocation:
+                self.by_cost.add(allocation)
         return Decisions(allocations=tuple(granted), preemptions=tuple(preempted), pending=waiting)
 
     def _fits_when_empty(self, request: Request, models: list[str], shapes: Shapes) -> bool:
@@ -286,37 +298,57 @@ class _Ending:
 
 class _ByCost:
     """Running work per GPU model, cheapest to preempt first: lowest priority, then the most
-    recently started, then the smallest, then by workload id."""
+    recently started, then the smallest, then by workload id; and the preemptible part of it
+    alone, which is all that priority preemption looks at."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        self._keys: dict[str | None, list[tuple[int, float, int, str]]] = {}
-        self._allocations: dict[str | None, list[Allocation]] = {}
-        for allocation in sorted(allocations, key=self._key):
-            self._keys.setdefault(allocation.gpu_model, []).append(self._key(allocation))
-            self._allocations.setdefault(allocation.gpu_model, []).append(allocation)
+        self._all: dict[str | None, _Sorted] = {}
+        self._preemptible: dict[str | None, _Sorted] = {}
+        for allocation in allocations:
+            self.add(allocation)
+
+    def add(self, allocation: Allocation) -> None:
+        self._all.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+        if allocation.preemptible:
+            self._preemptible.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+
+    def remove(self, allocation: Allocation) -> None:
+        self._all[allocation.gpu_model].remove(allocation)
+        if allocation.preemptible:
+            self._preemptible[allocation.gpu_model].remove(allocation)
+
+    def of(self, model: str) -> list[Allocation]:
+        known = self._all.get(model)
+        return known.allocations if known else []
+
+    def preemptible_of(self, model: str) -> list[Allocation]:
+        known = self._preemptible.get(model)
+        return known.allocations if known else []
+
+
+class _Sorted:
+    """Allocations in ``_ByCost`` order, with their keys for bisection."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, float, int, str]] = []
+        self.allocations: list[Allocation] = []
 
     @staticmethod
     def _key(a: Allocation) -> tuple[int, float, int, str]:
         return (a.priority, -a.started_at, a.gpu_milli, a.workload)
 
     def add(self, allocation: Allocation) -> None:
-        keys = self._keys.setdefault(allocation.gpu_model, [])
         key = self._key(allocation)
-        at = bisect.bisect_right(keys, key)
-        keys.insert(at, key)
-        self._allocations.setdefault(allocation.gpu_model, []).insert(at, allocation)
+        at = bisect.bisect_right(self.keys, key)
+        self.keys.insert(at, key)
+        self.allocations.insert(at, allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        keys = self._keys[allocation.gpu_model]
-        allocations = self._allocations[allocation.gpu_model]
-        at = bisect.bisect_left(keys, self._key(allocation))
-        while allocations[at] is not allocation:
+        at = bisect.bisect_left(self.keys, self._key(allocation))
+        while self.allocations[at] is not allocation:
             at += 1
-        del keys[at]
-        del allocations[at]
-
-    def of(self, model: str) -> list[Allocation]:
-        return self._allocations.get(model, [])
+        del self.keys[at]
+        del self.allocations[at]
 
 
 def _models(request: Request, in_fleet: set[str]) -> list[str]:
@@ -336,42 +368,45 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
 def _ordered(
     pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
 ) -> list[Request]:
+    """Effective priority (with aging), then fair share of the organization, then of the queue,
+    then arrival, then id. Shares are read once: the ledger does not move while ordering."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
-
-    def share(queue: str) -> float:
-        current = sum(ledger.used[queue].values()) / WHOLE
-        return (current + policy.usage_history.get(queue, 0.0)) / weights.get(queue, 1.0)
-
+    history = policy.usage_history
     org_queues: dict[str, list[str]] = {}
     for request in pending:
-        org_queues.setdefault(request.organization, [])
-        if request.queue not in org_queues[request.organization]:
-            org_queues[request.organization].append(request.queue)
-
-    def org_share(organization: str) -> float:
-        queues = org_queues.get(organization, [])
-        return sum(share(q) for q in queues) / max(len(queues), 1)
-
-    def key(request: Request) -> tuple[float, float, float, float, str]:
-        priority = effective_priority(
-            request.priority, now - request.submitted_at, policy.aging_priority_per_hour
-        )
-        return (
-            -round(priority, 9),
-            round(org_share(request.organization), 9),
-            round(share(request.queue), 9),
-            request.submitted_at,
-            request.id,
-        )
-
-    return sorted(pending, key=key)
+        queues = org_queues.setdefault(request.organization, [])
+        if request.queue not in queues:
+            queues.append(request.queue)
+    share: dict[str, float] = {}
+    org_share: dict[str, float] = {}
+    for organization, queues in org_queues.items():
+        for queue in queues:
+            current = sum(ledger.used[queue].values()) / WHOLE
+            share[queue] = (current + history.get(queue, 0.0)) / weights.get(queue, 1.0)
+        org_share[organization] = round(sum(share[q] for q in queues) / max(len(queues), 1), 9)
+    rounded = {queue: round(value, 9) for queue, value in share.items()}
+    per_hour = policy.aging_priority_per_hour
+    # Keys built column by column (then compared as tuples): the cycle's hottest sort.
+    keys = zip(
+        [
+            -round(effective_priority(r.priority, now - r.submitted_at, per_hour), 9)
+            for r in pending
+        ],
+        [org_share[r.organization] for r in pending],
+        [rounded[r.queue] for r in pending],
+        [r.submitted_at for r in pending],
+        [r.id for r in pending],
+        range(len(pending)),  # equal keys keep their order, as a stable sort does
+        strict=False,
+    )
+    return [pending[key[-1]] for key in sorted(keys)]
 
 
 def _blocked_by(
-    request: Request, models: list[str], blockers: list[_Blocker], now: float, policy: Policy
+    request: Request, models: frozenset[str], blockers: list[_Blocker], now: float, policy: Policy
 ) -> _Blocker | None:
     for blocker in blockers:
-        if blocker.workload.priority < request.priority or not blocker.models & set(models):
+        if blocker.workload.priority < request.priority or blocker.models.isdisjoint(models):
             continue
         fits_before = (
             policy.backfill
@@ -415,7 +450,6 @@ def _admit(
     scheduler: Scheduler,
     shapes: Shapes,
     now: float,
-    granted: set[str],
 ) -> tuple[Allocation, list[Allocation]] | PendingReason:
     """An allocation (and the victims it needs), or the reason it must wait."""
     capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
@@ -435,9 +469,7 @@ def _admit(
         placements = place(capacity, request, model, shapes)
         victims: list[Allocation] = []
         if placements is None:
-            found = _preempt(
-                request, model, capacity, ledger, shapes, scheduler.by_cost, granted, policy
-            )
+            found = _preempt(request, model, capacity, ledger, shapes, scheduler.by_cost, policy)
             if found is not None:
                 placements, victims = found
         if placements is not None:
@@ -464,34 +496,31 @@ def _allocation(
 
 
 def _victim_candidates(
-    request: Request,
-    model: str,
-    ledger: QuotaLedger,
-    by_cost: _ByCost,
-    granted: set[str],
-    policy: Policy,
+    request: Request, model: str, ledger: QuotaLedger, by_cost: _ByCost, policy: Policy
 ) -> Iterator[Allocation]:
     """Who may lose GPUs for ``request``: lower-priority preemptible work; work of queues that
     borrow, when the request stays within its own nominal quota (reclaim); and preemptible work
-    on capacity the request's reservation holds. Only work that ran before this cycle (not
-    ``granted`` in it). Cheapest first: lowest priority, then the most recently started, then
-    the smallest (the order ``by_cost`` keeps)."""
+    on capacity the request's reservation holds. Only work that ran before this cycle (all
+    that ``by_cost`` holds while it runs). Cheapest first: lowest priority, then the most
+    recently started, then the smallest (the order ``by_cost`` keeps)."""
     reclaiming = ledger.within_nominal(request.queue, model, request.gpu_demand_milli)
     owns_window = any(
         r.id == request.reservation and r.queue == request.queue for r in policy.reservations
     )
+    if not reclaiming and not owns_window:
+        for allocation in by_cost.preemptible_of(model):
+            if allocation.priority >= request.priority:
+                return  # by priority from here on: nobody else is lower
+            if allocation.workload != request.id:
+                yield allocation
+        return
     borrows: dict[str, bool] = {}  # by queue: the ledger does not move while we look
     for allocation in by_cost.of(model):
-        if allocation.workload in granted or allocation.workload == request.id:
+        if allocation.workload == request.id:
             continue
-        lower = allocation.priority < request.priority
-        if lower and allocation.preemptible:
+        if allocation.priority < request.priority and allocation.preemptible:
             yield allocation
             continue
-        if not reclaiming and not owns_window:
-            if lower:
-                continue
-            return  # by priority from here on: nobody else is lower
         queue = allocation.queue
         if queue == request.queue:
             continue
@@ -513,35 +542,114 @@ def _preempt(
     ledger: QuotaLedger,
     shapes: Shapes,
     by_cost: _ByCost,
-    granted: set[str],
     policy: Policy,
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
     """The smallest set of victims whose removal lets the request fit, or None (then nobody is
-    touched: preempting what would not make it fit is never done)."""
-    candidates = _victim_candidates(request, model, ledger, by_cost, granted, policy)
+    touched: preempting what would not make it fit is never done).
+
+    Victims are weighed on a ``_Room`` (only their nodes change), and placement runs once on
+    the capacity they leave: whether a request fits is what ``place`` decides, not where."""
+    if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
+        return None
+    room = _Room(capacity, request, model)
     removed: list[Allocation] = []
-    placements = None
-    for victim in candidates:
-        capacity.give(victim)
+    for victim in _victim_candidates(request, model, ledger, by_cost, policy):
+        room.shift(victim, +1)
         removed.append(victim)
-        placements = place(capacity, request, model, shapes)
-        if placements is not None:
+        if room.fits():
             break
-    if placements is None:
+    else:
+        return None
+    # Give back every victim the placement can do without, most valuable first.
+    spared: set[str] = set()  # ids are unique among running work
+    for victim in sorted(removed, key=lambda a: (-a.priority, a.started_at, a.workload)):
+        if room.touches(victim):
+            room.shift(victim, -1)
+            if not room.fits():
+                room.shift(victim, +1)
+                continue
+        spared.add(victim.workload)
+    removed = [victim for victim in removed if victim.workload not in spared]
+    for victim in removed:
+        capacity.give(victim)
+    placements = place(capacity, request, model, shapes)
+    if placements is None:  # the room and placement disagree on what fits: touch nobody
         for victim in removed:
             capacity.take(victim)
         return None
-    # Give back every victim the placement can do without, most valuable first.
-    for victim in sorted(removed, key=lambda a: (-a.priority, a.started_at, a.workload)):
-        capacity.take(victim)
-        without = place(capacity, request, model, shapes)
-        if without is None:
-            capacity.give(victim)
-        else:
-            # By identity: ids are unique among running work, so it is the one ``==`` finds.
-            del removed[next(i for i, r in enumerate(removed) if r is victim)]
-            placements = without
     return placements, removed
+
+
+class _Room:
+    """The nodes of ``model`` where a request fits, as preemption gives victims back (or takes
+    them again) on a copy of their nodes' free figures; the cluster's ``Capacity`` is not
+    touched. Fits as ``place`` would find: one node, or enough nodes for a gang (in one rack
+    for ``same_rack``)."""
+
+    def __init__(self, capacity: Capacity, request: Request, model: str) -> None:
+        self.capacity, self.request, self.model = capacity, request, model
+        self.gpu_free: dict[str, list[int]] = {}
+        self.cpu_free: dict[str, int] = {}
+        self.memory_free: dict[str, int] = {}
+        self.fitting: set[str] = set()
+        self.per_rack: Counter[str] = Counter()
+        if request.nodes > 1:  # a single node does not fit anywhere yet: ``place`` said so
+            for state_id, names in capacity.classes(model):
+                if choose_in(capacity.states[state_id][0], capacity.nodes[names[0]], request):
+                    for name in names:
+                        if self._host(name, capacity.cpu_free[name], capacity.memory_free[name]):
+                            self._fit(name, True)
+
+    def _host(self, name: str, cpu_free: int, memory_free: int) -> bool:
+        return cpu_free >= self.request.cpu_milli and memory_free >= self.request.memory_mib
+
+    def _fit(self, name: str, fits: bool) -> None:
+        if fits == (name in self.fitting):
+            return
+        rack = self.capacity.nodes[name].rack
+        if fits:
+            self.fitting.add(name)
+            self.per_rack[rack] += 1
+        else:
+            self.fitting.discard(name)
+            self.per_rack[rack] -= 1
+
+    def shift(self, allocation: Allocation, sign: int) -> None:
+        """Give ``allocation`` back (+1) or take it again (-1)."""
+        capacity = self.capacity
+        for placement in allocation.placements:
+            name = placement.node
+            node = capacity.nodes.get(name)
+            if node is None:
+                continue
+            free = self.gpu_free.get(name)
+            if free is None:
+                free = self.gpu_free[name] = list(capacity.gpu_free[name])
+                self.cpu_free[name] = capacity.cpu_free[name]
+                self.memory_free[name] = capacity.memory_free[name]
+            for index in placement.gpus:
+                free[index] += sign * placement.gpu_milli
+            cpu = self.cpu_free[name] = self.cpu_free[name] + sign * placement.cpu_milli
+            memory = self.memory_free[name] = self.memory_free[name] + sign * placement.memory_mib
+            if node.schedulable and node.gpu_model == self.model:
+                request = self.request
+                fits = self._host(name, cpu, memory) and (
+                    request.fractional or free.count(WHOLE) >= request.gpus_per_node
+                )
+                self._fit(name, fits and choose_in(free, node, request) is not None)
+
+    def touches(self, allocation: Allocation) -> bool:
+        """Whether taking ``allocation`` again could change where the request fits: only on
+        nodes where it fits now (taking never makes a node fit)."""
+        return any(p.node in self.fitting for p in allocation.placements)
+
+    def fits(self) -> bool:
+        wanted = self.request.nodes
+        if wanted == 1:
+            return bool(self.fitting)
+        if self.request.topology is Topology.SAME_RACK:
+            return any(count >= wanted for count in self.per_rack.values())
+        return len(self.fitting) >= wanted
 
 
 def _why_preempted(victim: Allocation, request: Request, ledger: QuotaLedger) -> str:

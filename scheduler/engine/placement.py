@@ -47,8 +47,13 @@ def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = No
 
 def choose_gpus(capacity: Capacity, node: Node, request: Request) -> tuple[int, ...] | None:
     """The GPUs of ``node`` this request would take, or None when they are not there."""
+    return choose_in(capacity.gpu_free[node.name], node, request)
+
+
+def choose_in(free: Sequence[int], node: Node, request: Request) -> tuple[int, ...] | None:
+    """``choose_gpus`` for ``node`` with ``free`` milli-GPU per GPU (a state being weighed)."""
     return _choose(
-        capacity.gpu_free[node.name],
+        free,
         node.gpu_domains,
         node.shareable,
         request.gpu_milli,

@@ -30,7 +30,8 @@ def no_matching_model(request: Request, snapshot: Snapshot) -> PendingReason:
     )
 
 
-def behind(request: Request, blocker: Request) -> PendingReason:
+def behind(blocker: Request) -> PendingReason:
+    """The reason of every workload ``blocker`` holds back (head-of-line)."""
     return PendingReason(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
         f"waits behind {blocker.id} (priority {blocker.priority}), which needs the same GPUs"
