@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
@@ -47,14 +47,15 @@ def schedule(
     return Scheduler(snapshot, policy).cycle(pending, now)
 
 
-# What placement reads of a request: its shape, CPU, memory and topology.
-_Fit = tuple[int, int, int, int, int, Topology]
+# What placement reads of a request: its shape, gang minimum, CPU, memory and topology.
+_Fit = tuple[int, int, int, int, int, int, Topology]
 
 
 def _fit_key(request: Request) -> _Fit:
     return (
         request.gpus_per_node,
         request.nodes,
+        request.least_nodes,
         request.gpu_milli,
         request.cpu_milli,
         request.memory_mib,
@@ -455,27 +456,41 @@ def _admit(
     capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
     first_reason: PendingReason | None = None
     for model in models:
-        quota = ledger.check(request.queue, model, request.gpu_demand_milli)
-        if quota is not None:
-            first_reason = first_reason or quota
+        # An elastic gang takes as many nodes as quota and reservations leave it, if at least
+        # its minimum; placement then takes as many of those as fit.
+        most = _most_nodes(request, model, ledger)
+        if isinstance(most, PendingReason):
+            first_reason = first_reason or most
             continue
         held = _held(model, request, ledger, policy, now) if policy.reservations else 0
         if held:
             free = capacity.free_gpus_of([model])
-            whole_needed = 0 if request.fractional else request.gpus_per_node * request.nodes
-            if free - whole_needed < held:
+            if not request.fractional:
+                most = min(most, (free - held) // request.gpus_per_node)
+            if free < held or most < request.least_nodes:
                 first_reason = first_reason or reasons.reserved(request, model, held, free, policy)
                 continue
-        placements = place(capacity, request, model, shapes)
+        trial = request if most == request.nodes else replace(request, nodes=most)
+        placements = place(capacity, trial, model, shapes)
         victims: list[Allocation] = []
         if placements is None:
-            found = _preempt(request, model, capacity, ledger, shapes, scheduler.by_cost, policy)
+            found = _preempt(trial, model, capacity, ledger, shapes, scheduler.by_cost, policy)
             if found is not None:
                 placements, victims = found
         if placements is not None:
             return _allocation(request, model, placements, now), victims
         first_reason = first_reason or scheduler.no_room(request, model)
     return first_reason or scheduler.no_room(request, models[0])
+
+
+def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
+    """The most nodes of the request its queue's quota of ``model`` admits (down to the gang
+    minimum), or why not even the minimum is."""
+    for nodes in range(request.nodes, request.least_nodes, -1):
+        if ledger.check(request.queue, model, request.demand_on(nodes)) is None:
+            return nodes
+    quota = ledger.check(request.queue, model, request.demand_on(request.least_nodes))
+    return request.least_nodes if quota is None else quota
 
 
 def _allocation(
@@ -503,7 +518,8 @@ def _victim_candidates(
     on capacity the request's reservation holds. Only work that ran before this cycle (all
     that ``by_cost`` holds while it runs). Cheapest first: lowest priority, then the most
     recently started, then the smallest (the order ``by_cost`` keeps)."""
-    reclaiming = ledger.within_nominal(request.queue, model, request.gpu_demand_milli)
+    least = request.demand_on(request.least_nodes)  # preemption makes room for the minimum
+    reclaiming = ledger.within_nominal(request.queue, model, least)
     owns_window = any(
         r.id == request.reservation and r.queue == request.queue for r in policy.reservations
     )
@@ -644,8 +660,8 @@ class _Room:
         return any(p.node in self.fitting for p in allocation.placements)
 
     def fits(self) -> bool:
-        wanted = self.request.nodes
-        if wanted == 1:
+        wanted = self.request.least_nodes
+        if self.request.nodes == 1:
             return bool(self.fitting)
         if self.request.topology is Topology.SAME_RACK:
             return any(count >= wanted for count in self.per_rack.values())

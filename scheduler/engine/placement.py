@@ -266,27 +266,30 @@ def _place_cpu_aware(
 
 
 def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:
-    """``request.nodes`` distinct nodes: in one rack when any rack can hold them all (the
-    cheapest such rack), else across as few racks as possible (``same_rack``: never)."""
+    """``request.nodes`` distinct nodes, or as many as there are down to its minimum (an
+    elastic gang): in one rack when any rack can hold them all (the cheapest such rack), else
+    across as few racks as possible (``same_rack``: never)."""
     by_rack: dict[str, list[Option]] = defaultdict(list)
     for option in sorted(options, key=lambda o: o[0]):
         by_rack[option[1].rack].append(option)
-    wanted = request.nodes
+    if request.topology is Topology.SAME_RACK:
+        room = max((len(rack_options) for rack_options in by_rack.values()), default=0)
+    else:
+        room = len(options)
+    wanted = min(request.nodes, room)
+    if wanted < request.least_nodes:
+        return None
     whole_racks = [
         (sum(o[0][0] for o in rack_options[:wanted]), rack, rack_options[:wanted])
         for rack, rack_options in by_rack.items()
         if len(rack_options) >= wanted
     ]
-    if whole_racks:
+    if whole_racks:  # always for ``same_rack``: ``wanted`` is what its fullest rack holds
         _, _, chosen = min(whole_racks, key=lambda entry: (entry[0], entry[1]))
-    elif request.topology is Topology.SAME_RACK:
-        return None
     else:
         chosen = []
         for _, rack_options in sorted(by_rack.items(), key=lambda e: (-len(e[1]), e[0])):
             chosen.extend(rack_options[: wanted - len(chosen)])
             if len(chosen) == wanted:
                 break
-        if len(chosen) < wanted:
-            return None
     return tuple(_placement(node, gpus, request) for _, node, gpus in chosen)

@@ -85,6 +85,17 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
     if request.nodes > 1:
         hosts = sum(nodes for count, nodes in whole if count >= request.gpus_per_node)
         figures["nodes_that_fit"] = hosts
+        least = request.least_nodes
+        if least < request.nodes:
+            figures["min_nodes"] = least
+            figures["needed"] = least * request.gpus_per_node
+            return PendingReason(
+                ReasonCode.GANG,
+                f"needs at least {least} nodes x {request.gpus_per_node} {model} at once (up to"
+                f" {request.nodes}); {free} schedulable, {hosts} nodes can take"
+                f" {request.gpus_per_node}",
+                figures,
+            )
         return PendingReason(
             ReasonCode.GANG,
             f"needs {needed} {model} at once ({request.nodes} nodes x {request.gpus_per_node});"

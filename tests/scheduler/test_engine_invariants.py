@@ -55,6 +55,8 @@ def requests(draw: st.DrawFn, prefix: str) -> list[Request]:
     for i in range(draw(st.integers(0, 10))):
         fractional = draw(st.booleans()) and draw(st.booleans())
         nodes = 1 if fractional else draw(st.sampled_from([1, 1, 1, 2, 3]))
+        # Sometimes an elastic gang: at least ``min_nodes`` of its nodes.
+        min_nodes = draw(st.sampled_from([None, None, *range(1, nodes + 1)])) if nodes > 1 else None
         result.append(
             Request(
                 id=f"{prefix}{i}",
@@ -71,6 +73,7 @@ def requests(draw: st.DrawFn, prefix: str) -> list[Request]:
                 runtime_estimate_s=draw(st.sampled_from([None, 600.0, 7200.0])),
                 organization=draw(st.sampled_from(["o1", "o2"])),
                 submitted_at=float(draw(st.integers(0, int(NOW)))),
+                min_nodes=min_nodes,
             )
         )
     return result
@@ -177,8 +180,10 @@ def test_gangs_models_and_topology_are_honoured(
     for allocation in decisions.allocations:
         request = asked[allocation.workload]
         placements = allocation.placements
-        assert len(placements) == request.nodes  # all of the gang, or nothing
-        assert len({p.node for p in placements}) == request.nodes
+        # All of the gang, or at least its minimum (an elastic gang), or nothing.
+        least = request.nodes if request.min_nodes is None else request.min_nodes
+        assert least <= len(placements) <= request.nodes
+        assert len({p.node for p in placements}) == len(placements)
         assert all(len(p.gpus) == request.gpus_per_node for p in placements)
         assert all(nodes[p.node].gpu_model == allocation.gpu_model for p in placements)
         if request.gpu_models:
