@@ -26,7 +26,7 @@ from scheduler.engine.model import (
     Snapshot,
     Topology,
 )
-from scheduler.engine.placement import Shapes, choose_in, place
+from scheduler.engine.placement import Shapes, choose_in, place, weigh
 from scheduler.engine.quota import QuotaLedger
 
 
@@ -452,35 +452,81 @@ def _admit(
     shapes: Shapes,
     now: float,
 ) -> tuple[Allocation, list[Allocation]] | PendingReason:
-    """An allocation (and the victims it needs), or the reason it must wait."""
-    capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
-    first_reason: PendingReason | None = None
+    """An allocation (and the victims it needs), or the reason it must wait.
+
+    Acceptable models named: the first, in order of preference, where the request fits (by
+    placement, else by preemption). Any model: the placement that fragments least across all
+    of them (ties to the model's name); preemption, in name order, only when none fits."""
+    capacity = scheduler.capacity
+    waits: dict[str, PendingReason] = {}  # by model, in the order tried
+    trials: list[tuple[str, Request]] = []
     for model in models:
-        # An elastic gang takes as many nodes as quota and reservations leave it, if at least
-        # its minimum; placement then takes as many of those as fit.
-        most = _most_nodes(request, model, ledger)
-        if isinstance(most, PendingReason):
-            first_reason = first_reason or most
-            continue
-        held = _held(model, request, ledger, policy, now) if policy.reservations else 0
-        if held:
-            free = capacity.free_gpus_of([model])
-            if not request.fractional:
-                most = min(most, (free - held) // request.gpus_per_node)
-            if free < held or most < request.least_nodes:
-                first_reason = first_reason or reasons.reserved(request, model, held, free, policy)
-                continue
-        trial = request if most == request.nodes else replace(request, nodes=most)
+        trial = _trial(request, model, scheduler, now)
+        if isinstance(trial, PendingReason):
+            waits[model] = trial
+        elif not request.gpu_models:
+            trials.append((model, trial))
+        else:
+            outcome = _place_or_preempt(trial, model, scheduler, shapes)
+            if outcome is not None:
+                return _allocation(request, model, outcome[0], now), outcome[1]
+            waits[model] = scheduler.no_room(request, model)
+    best: tuple[tuple[float, int, str], tuple[Placement, ...]] | None = None
+    for model, trial in trials:
         placements = place(capacity, trial, model, shapes)
-        victims: list[Allocation] = []
-        if placements is None:
-            found = _preempt(trial, model, capacity, ledger, shapes, scheduler.by_cost, policy)
-            if found is not None:
-                placements, victims = found
         if placements is not None:
-            return _allocation(request, model, placements, now), victims
-        first_reason = first_reason or scheduler.no_room(request, model)
-    return first_reason or scheduler.no_room(request, models[0])
+            cost = (*weigh(capacity, placements, trial, shapes), model)
+            if best is None or cost < best[0]:
+                best = (cost, placements)
+    if best is not None:
+        return _allocation(request, best[0][2], best[1], now), []
+    for model, trial in trials:
+        found = _preempt(
+            trial, model, capacity, scheduler.ledger, shapes, scheduler.by_cost, scheduler.policy
+        )
+        if found is not None:
+            return _allocation(request, model, found[0], now), found[1]
+        waits[model] = scheduler.no_room(request, model)
+    if not request.gpu_models and len(waits) > 1:
+        return reasons.no_model_fits(dict(sorted(waits.items())))
+    return next(iter(waits.values()))
+
+
+def _trial(
+    request: Request, model: str, scheduler: Scheduler, now: float
+) -> Request | PendingReason:
+    """The request as ``model``'s quota and reservations admit it, or why they do not. An
+    elastic gang takes as many nodes as they leave it, if at least its minimum; placement then
+    takes as many of those as fit."""
+    capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
+    most = _most_nodes(request, model, ledger)
+    if isinstance(most, PendingReason):
+        return most
+    held = _held(model, request, ledger, policy, now) if policy.reservations else 0
+    if held:
+        free = capacity.free_gpus_of([model])
+        if not request.fractional:
+            most = min(most, (free - held) // request.gpus_per_node)
+        if free < held or most < request.least_nodes:
+            return reasons.reserved(request, model, held, free, policy)
+    return request if most == request.nodes else replace(request, nodes=most)
+
+
+def _place_or_preempt(
+    request: Request, model: str, scheduler: Scheduler, shapes: Shapes
+) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
+    placements = place(scheduler.capacity, request, model, shapes)
+    if placements is not None:
+        return placements, []
+    return _preempt(
+        request,
+        model,
+        scheduler.capacity,
+        scheduler.ledger,
+        shapes,
+        scheduler.by_cost,
+        scheduler.policy,
+    )
 
 
 def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:

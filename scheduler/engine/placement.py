@@ -227,6 +227,31 @@ def place(
     return _place_gang(options, request)
 
 
+def weigh(
+    capacity: Capacity, placements: tuple[Placement, ...], request: Request, shapes: Shapes
+) -> tuple[float, int]:
+    """What ``place`` weighs a placement by, summed over its nodes: the growth of
+    fragmentation, then the milli-GPU left free; to compare placements on different GPU
+    models (before they are taken). CPU-aware shapes count CPU as ``_place_cpu_aware`` does."""
+    cpu_aware = any(len(shape) > 3 for shape in shapes)
+    growth, left = 0.0, 0
+    for placement in placements:
+        node = capacity.nodes[placement.node]
+        if cpu_aware:
+            free, have = capacity.gpu_free[node.name], capacity.cpu_free[node.name]
+            after = _after(free, placement.gpus, request.gpu_milli)
+            growth += round(
+                fragmentation(after, shapes, have - request.cpu_milli)
+                - fragmentation(free, shapes, have),
+                6,
+            )
+            left += sum(after)
+        else:
+            cost = _cost(capacity, node, placement.gpus, request, shapes)
+            growth, left = growth + cost[0], left + cost[1]
+    return (round(growth, 6), left)
+
+
 def _place_cpu_aware(
     capacity: Capacity, request: Request, model: str | None, shapes: Shapes
 ) -> tuple[Placement, ...] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import (
     WHOLE,
@@ -117,3 +119,20 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
             figures,
         )
     return PendingReason(ReasonCode.INSUFFICIENT, f"needs {needed} {model}, {free} free", figures)
+
+
+def no_model_fits(by_model: Mapping[str, PendingReason]) -> PendingReason:
+    """Why a workload that takes any GPU model waits: each model's reason, by model name; the
+    code and figures are the first model's, with every model's code and message beside."""
+    first = next(iter(by_model.values()))
+    return PendingReason(
+        first.code,
+        "; ".join(f"{model}: {reason.message}" for model, reason in by_model.items()),
+        {
+            **first.figures,
+            "by_model": {
+                model: {"code": reason.code.value, "message": reason.message}
+                for model, reason in by_model.items()
+            },
+        },
+    )

@@ -421,3 +421,64 @@ def test_a_reservation_leaves_an_elastic_gang_what_it_does_not_hold() -> None:
     )
 
     assert len(decisions.allocations[0].placements) == 3
+
+
+# --- any GPU model: the placement that fragments least, across models ----------------------
+
+
+def test_a_job_for_any_model_goes_where_it_fragments_least_not_first_by_name() -> None:
+    """By name the a100 node comes first, but a 1-GPU job there breaks a whole 8-GPU node;
+    on the h100 node it fills the last free GPU."""
+    fleet = nodes("a", 1, model="a100") + nodes("h", 1, model="h100")
+    busy = [running("seven", "h0", tuple(range(7)))]
+    policy = Policy(typical_shapes={(8, 1000, 1): 1.0, (1, 1000, 1): 1.0})
+
+    decisions = schedule(Snapshot(tuple(fleet), tuple(busy)), [job("one", 1)], policy, NOW)
+
+    (allocation,) = decisions.allocations
+    assert (allocation.gpu_model, allocation.placements[0].node) == ("h100", "h0")
+    assert allocation.placements[0].gpus == (7,)
+
+
+def test_equal_placements_on_two_models_go_to_the_first_by_name() -> None:
+    fleet = nodes("h", 1, model="h100") + nodes("a", 1, model="a100")
+
+    decisions = schedule(Snapshot(tuple(fleet)), [job("one", 1)], Policy(), NOW)
+
+    assert decisions.allocations[0].gpu_model == "a100"
+
+
+def test_a_job_for_any_model_waits_with_every_model_s_reason() -> None:
+    fleet = nodes("a", 2, gpus=4, model="a100") + nodes("h", 1, gpus=2, model="h100")
+    busy = [running("a", "a0", (0, 1), model="a100"), running("b", "a1", (0, 1), model="a100")]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [job("big", 4, topology=Topology.SINGLE_NODE)],
+        Policy(),
+        NOW,
+    )
+
+    reason = decisions.pending["big"]
+    assert reason.code is ReasonCode.FRAGMENTED
+    assert reason.message == (
+        "a100: 4 free a100 in cluster, at most 2 on one node, needs 4 on one node;"
+        " h100: needs 4 h100, 2 free"
+    )
+    assert reason.figures["by_model"] == {
+        "a100": {"code": "fragmented", "message": reason.message.split("; ")[0][6:]},
+        "h100": {"code": "insufficient_capacity", "message": "needs 4 h100, 2 free"},
+    }
+
+
+def test_a_job_for_any_model_preempts_only_when_no_model_fits() -> None:
+    """Preempting on the a100 node (first by name) would make it fit; the h100 node has room."""
+    fleet = nodes("a", 1, gpus=2, model="a100") + nodes("h", 1, gpus=2, model="h100")
+    busy = [running("exp", "a0", (0, 1), model="a100", preemptible=True)]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("two", 2, priority=5)], Policy(), NOW
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.allocations[0].gpu_model == "h100"
