@@ -9,6 +9,8 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from operator import sub
+from typing import Any
 
 from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
@@ -161,6 +163,9 @@ class Scheduler:
         # one cycle would be churn (see ``_run``).
         granted_ids: set[str] = set()
         models_of: dict[tuple[str, ...], tuple[list[str], frozenset[str]]] = {}
+        # Who holds back requests alike (models, priority, runtime estimate), until the next
+        # blocker joins: most of a long queue waits behind the same few.
+        held_back: dict[tuple[object, ...], _Blocker | None] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
         for request in _ordered(pending, policy, ledger, now):
@@ -175,7 +180,13 @@ class Scheduler:
             # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
             #    the same models, unless they finish (by estimate) before it could start.
             if blockers:
-                blocker = _blocked_by(request, model_set, blockers, now, policy)
+                alike = (request.gpu_models, request.priority, request.runtime_estimate_s)
+                if alike in held_back:
+                    blocker = held_back[alike]
+                else:
+                    blocker = held_back[alike] = _blocked_by(
+                        request, model_set, blockers, now, policy
+                    )
                 if blocker is not None:
                     waiting[request.id] = blocker.holds_back
                     continue
@@ -209,6 +220,7 @@ class Scheduler:
             ):
                 start = self._earliest_start(request, models, shapes)
                 blockers.append(_Blocker(request, model_set, start, reasons.behind(request)))
+                held_back.clear()
         for allocation in granted:
             if self.running.get(allocation.workload) is allocation:
                 self.by_cost.add(allocation)
@@ -366,41 +378,58 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
     return {shape: float(count) for shape, count in counts.items()}
 
 
+# Effective priorities this far apart round apart at 9 decimals: only closer ones need the
+# rest of the key to be ordered.
+_NEAR = 1e-8
+
+
 def _ordered(
     pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
 ) -> list[Request]:
-    """Effective priority (with aging), then fair share of the organization, then of the queue,
-    then arrival, then id. Shares are read once: the ledger does not move while ordering."""
+    """Effective priority (with aging, rounded to 9 decimals), then fair share of the
+    organization, then of the queue, then arrival, then id; equal keys keep their order.
+
+    Sorted by effective priority alone, then the runs of near-equal ones by the whole key:
+    the same order as sorting by the whole key, at a fraction of the cost."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
     history = policy.usage_history
     org_queues: dict[str, list[str]] = {}
-    for request in pending:
-        queues = org_queues.setdefault(request.organization, [])
-        if request.queue not in queues:
-            queues.append(request.queue)
+    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
+        org_queues.setdefault(organization, []).append(queue)
     share: dict[str, float] = {}
     org_share: dict[str, float] = {}
     for organization, queues in org_queues.items():
         for queue in queues:
             current = sum(ledger.used[queue].values()) / WHOLE
             share[queue] = (current + history.get(queue, 0.0)) / weights.get(queue, 1.0)
-        org_share[organization] = round(sum(share[q] for q in queues) / max(len(queues), 1), 9)
+        org_share[organization] = round(sum(share[q] for q in queues) / len(queues), 9)
     rounded = {queue: round(value, 9) for queue, value in share.items()}
     per_hour = policy.aging_priority_per_hour
-    # Keys built column by column (then compared as tuples): the cycle's hottest sort.
-    keys = zip(
-        [
-            -round(effective_priority(r.priority, now - r.submitted_at, per_hour), 9)
-            for r in pending
-        ],
-        [org_share[r.organization] for r in pending],
-        [rounded[r.queue] for r in pending],
-        [r.submitted_at for r in pending],
-        [r.id for r in pending],
-        range(len(pending)),  # equal keys keep their order, as a stable sort does
-        strict=False,
-    )
-    return [pending[key[-1]] for key in sorted(keys)]
+    priorities = [effective_priority(r.priority, now - r.submitted_at, per_hour) for r in pending]
+    order = sorted(range(len(pending)), key=priorities.__getitem__, reverse=True)
+    descending = [priorities[i] for i in order]
+    near = [k for k, gap in enumerate(map(sub, descending, descending[1:])) if gap < _NEAR]
+
+    def key(i: int) -> tuple[float, float, float, float, str, int]:
+        r = pending[i]
+        return (
+            -round(priorities[i], 9),
+            org_share[r.organization],
+            rounded[r.queue],
+            r.submitted_at,
+            r.id,
+            i,
+        )
+
+    at = 0
+    while at < len(near):  # each run of near-equal priorities: order[start : end + 1]
+        start = end = near[at]
+        while at + 1 < len(near) and near[at + 1] == end + 1:
+            at += 1
+            end += 1
+        order[start : end + 2] = sorted(order[start : end + 2], key=key)
+        at += 1
+    return [pending[i] for i in order]
 
 
 def _blocked_by(
@@ -609,29 +638,30 @@ def _preempt(
     """The smallest set of victims whose removal lets the request fit, or None (then nobody is
     touched: preempting what would not make it fit is never done).
 
-    Victims are weighed on a ``_Room`` (only their nodes change), and placement runs once on
-    the capacity they leave: whether a request fits is what ``place`` decides, not where."""
+    Candidates are given back cheapest first until the request fits; then every victim the
+    placement can do without is spared, most valuable first. Victims are weighed on a
+    ``_Room`` (only their nodes change), and placement runs once on the capacity they leave:
+    whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
     room = _Room(capacity, request, model)
     removed: list[Allocation] = []
     for victim in _victim_candidates(request, model, ledger, by_cost, policy):
-        room.shift(victim, +1)
         removed.append(victim)
-        if room.fits():
+        if room.give(victim):
             break
     else:
         return None
-    # Give back every victim the placement can do without, most valuable first.
-    spared: set[str] = set()  # ids are unique among running work
-    for victim in sorted(removed, key=lambda a: (-a.priority, a.started_at, a.workload)):
-        if room.touches(victim):
-            room.shift(victim, -1)
-            if not room.fits():
-                room.shift(victim, +1)
-                continue
-        spared.add(victim.workload)
-    removed = [victim for victim in removed if victim.workload not in spared]
+    # Only victims on nodes where the request now fits matter: sparing any other changes
+    # nothing (taking work back never makes a node fit).
+    pool = {v.workload: v for name in room.fitting for v in room.given_on.get(name, ())}
+    needed: set[str] = set()  # ids are unique among running work
+    for victim in sorted(pool.values(), key=lambda a: (-a.priority, a.started_at, a.workload)):
+        room.shift(victim, -1)
+        if not room.fits():
+            room.shift(victim, +1)
+            needed.add(victim.workload)
+    removed = [victim for victim in removed if victim.workload in needed]
     for victim in removed:
         capacity.give(victim)
     placements = place(capacity, request, model, shapes)
@@ -650,24 +680,25 @@ class _Room:
 
     def __init__(self, capacity: Capacity, request: Request, model: str) -> None:
         self.capacity, self.request, self.model = capacity, request, model
-        self.gpu_free: dict[str, list[int]] = {}
-        self.cpu_free: dict[str, int] = {}
-        self.memory_free: dict[str, int] = {}
+        self.cpu, self.memory = request.cpu_milli, request.memory_mib
+        self.whole = 0 if request.fractional else request.gpus_per_node
+        # Per node given back on: [free milli-GPU per GPU, free CPU, free memory, the node
+        # when the request may land on it, else None].
+        self.free: dict[str, list[Any]] = {}
+        self.given_on: dict[str, list[Allocation]] = {}
         self.fitting: set[str] = set()
         self.per_rack: Counter[str] = Counter()
         if request.nodes > 1:  # a single node does not fit anywhere yet: ``place`` said so
             for state_id, names in capacity.classes(model):
                 if choose_in(capacity.states[state_id][0], capacity.nodes[names[0]], request):
                     for name in names:
-                        if self._host(name, capacity.cpu_free[name], capacity.memory_free[name]):
+                        if (
+                            capacity.cpu_free[name] >= self.cpu
+                            and capacity.memory_free[name] >= self.memory
+                        ):
                             self._fit(name, True)
 
-    def _host(self, name: str, cpu_free: int, memory_free: int) -> bool:
-        return cpu_free >= self.request.cpu_milli and memory_free >= self.request.memory_mib
-
     def _fit(self, name: str, fits: bool) -> None:
-        if fits == (name in self.fitting):
-            return
         rack = self.capacity.nodes[name].rack
         if fits:
             self.fitting.add(name)
@@ -676,40 +707,53 @@ class _Room:
             self.fitting.discard(name)
             self.per_rack[rack] -= 1
 
+    def give(self, victim: Allocation) -> bool:
+        """Give ``victim`` back; whether the request fits now."""
+        self.shift(victim, +1)
+        for placement in victim.placements:
+            self.given_on.setdefault(placement.node, []).append(victim)
+        return self.fits()
+
     def shift(self, allocation: Allocation, sign: int) -> None:
         """Give ``allocation`` back (+1) or take it again (-1)."""
-        capacity = self.capacity
+        capacity, room = self.capacity, self.free
         for placement in allocation.placements:
             name = placement.node
-            node = capacity.nodes.get(name)
-            if node is None:
-                continue
-            free = self.gpu_free.get(name)
-            if free is None:
-                free = self.gpu_free[name] = list(capacity.gpu_free[name])
-                self.cpu_free[name] = capacity.cpu_free[name]
-                self.memory_free[name] = capacity.memory_free[name]
+            figures = room.get(name)
+            if figures is None:
+                node = capacity.nodes.get(name)
+                if node is None:
+                    continue
+                host = node.schedulable and node.gpu_model == self.model
+                figures = room[name] = [
+                    list(capacity.gpu_free[name]),
+                    capacity.cpu_free[name],
+                    capacity.memory_free[name],
+                    node if host else None,
+                ]
+            free = figures[0]
+            milli = sign * placement.gpu_milli
             for index in placement.gpus:
-                free[index] += sign * placement.gpu_milli
-            cpu = self.cpu_free[name] = self.cpu_free[name] + sign * placement.cpu_milli
-            memory = self.memory_free[name] = self.memory_free[name] + sign * placement.memory_mib
-            if node.schedulable and node.gpu_model == self.model:
-                request = self.request
-                fits = self._host(name, cpu, memory) and (
-                    request.fractional or free.count(WHOLE) >= request.gpus_per_node
+                free[index] += milli
+            figures[1] += sign * placement.cpu_milli
+            figures[2] += sign * placement.memory_mib
+            host = figures[3]
+            if host is not None:
+                fits = (
+                    figures[1] >= self.cpu
+                    and figures[2] >= self.memory
+                    and free.count(WHOLE) >= self.whole
+                    and choose_in(free, host, self.request) is not None
                 )
-                self._fit(name, fits and choose_in(free, node, request) is not None)
-
-    def touches(self, allocation: Allocation) -> bool:
-        """Whether taking ``allocation`` again could change where the request fits: only on
-        nodes where it fits now (taking never makes a node fit)."""
-        return any(p.node in self.fitting for p in allocation.placements)
+                if fits != (name in self.fitting):
+                    self._fit(name, fits)
 
     def fits(self) -> bool:
-        wanted = self.request.least_nodes
-        if self.request.nodes == 1:
+        request = self.request
+        if request.nodes == 1:
             return bool(self.fitting)
-        if self.request.topology is Topology.SAME_RACK:
+        wanted = request.least_nodes
+        if request.topology is Topology.SAME_RACK:
             return any(count >= wanted for count in self.per_rack.values())
         return len(self.fitting) >= wanted
 
