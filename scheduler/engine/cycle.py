@@ -190,7 +190,8 @@ class Scheduler:
                 if blocker is not None:
                     waiting[request.id] = blocker.holds_back
                     continue
-            # 4. Quota, reservations and placement, model by model in order of preference.
+            # 4. Quota, reservations and placement: model by model in order of preference, or
+            #    the least fragmenting of all models for a request that takes any.
             outcome = _admit(request, models, self, shapes, now)
             if isinstance(outcome, tuple):
                 allocation, victims = outcome
@@ -510,9 +511,7 @@ def _admit(
     if best is not None:
         return _allocation(request, best[0][2], best[1], now), []
     for model, trial in trials:
-        found = _preempt(
-            trial, model, capacity, scheduler.ledger, shapes, scheduler.by_cost, scheduler.policy
-        )
+        found = _preempt(trial, model, scheduler, shapes)
         if found is not None:
             return _allocation(request, model, found[0], now), found[1]
         waits[model] = scheduler.no_room(request, model)
@@ -547,15 +546,7 @@ def _place_or_preempt(
     placements = place(scheduler.capacity, request, model, shapes)
     if placements is not None:
         return placements, []
-    return _preempt(
-        request,
-        model,
-        scheduler.capacity,
-        scheduler.ledger,
-        shapes,
-        scheduler.by_cost,
-        scheduler.policy,
-    )
+    return _preempt(request, model, scheduler, shapes)
 
 
 def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
@@ -627,13 +618,7 @@ def _victim_candidates(
 
 
 def _preempt(
-    request: Request,
-    model: str,
-    capacity: Capacity,
-    ledger: QuotaLedger,
-    shapes: Shapes,
-    by_cost: _ByCost,
-    policy: Policy,
+    request: Request, model: str, scheduler: Scheduler, shapes: Shapes
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
     """The smallest set of victims whose removal lets the request fit, or None (then nobody is
     touched: preempting what would not make it fit is never done).
@@ -644,9 +629,10 @@ def _preempt(
     whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
+    capacity, ledger = scheduler.capacity, scheduler.ledger
     room = _Room(capacity, request, model)
     removed: list[Allocation] = []
-    for victim in _victim_candidates(request, model, ledger, by_cost, policy):
+    for victim in _victim_candidates(request, model, ledger, scheduler.by_cost, scheduler.policy):
         removed.append(victim)
         if room.give(victim):
             break
