@@ -486,7 +486,8 @@ def _admit(
 
     Acceptable models named: the first, in order of preference, where the request fits (by
     placement, else by preemption). Any model: the placement that fragments least across all
-    of them (ties to the model's name); preemption, in name order, only when none fits."""
+    of them (ties to the model's name; an elastic gang's largest first); preemption, in name
+    order, only when none fits."""
     capacity = scheduler.capacity
     waits: dict[str, PendingReason] = {}  # by model, in the order tried
     trials: list[tuple[str, Request]] = []
@@ -501,15 +502,16 @@ def _admit(
             if outcome is not None:
                 return _allocation(request, model, outcome[0], now), outcome[1]
             waits[model] = scheduler.no_room(request, model)
-    best: tuple[tuple[float, int, str], tuple[Placement, ...]] | None = None
+    # The most nodes (an elastic gang prefers its full size), then the least fragmentation.
+    best: tuple[tuple[int, float, int, str], tuple[Placement, ...]] | None = None
     for model, trial in trials:
         placements = place(capacity, trial, model, shapes)
         if placements is not None:
-            cost = (*weigh(capacity, placements, trial, shapes), model)
+            cost = (-len(placements), *weigh(capacity, placements, trial, shapes), model)
             if best is None or cost < best[0]:
                 best = (cost, placements)
     if best is not None:
-        return _allocation(request, best[0][2], best[1], now), []
+        return _allocation(request, best[0][3], best[1], now), []
     for model, trial in trials:
         found = _preempt(trial, model, scheduler, shapes)
         if found is not None:

@@ -482,3 +482,14 @@ def test_a_job_for_any_model_preempts_only_when_no_model_fits() -> None:
 
     assert decisions.preemptions == ()
     assert decisions.allocations[0].gpu_model == "h100"
+
+
+def test_an_elastic_gang_for_any_model_prefers_the_model_that_holds_it_whole() -> None:
+    fleet = nodes("a", 2, model="a100") + nodes("h", 3, model="h100")
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=3, min_nodes=2)], Policy(), NOW
+    )
+
+    (allocation,) = decisions.allocations
+    assert (allocation.gpu_model, len(allocation.placements)) == ("h100", 3)
