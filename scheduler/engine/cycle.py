@@ -539,7 +539,9 @@ def _trial(
             most = min(most, (free - held) // request.gpus_per_node)
         if free < held or most < request.least_nodes:
             return reasons.reserved(request, model, held, free, policy)
-    return request if most == request.nodes else replace(request, nodes=most)
+    if most == request.nodes or request.topology is Topology.SINGLE_NODE:
+        return request  # several nodes on a single node never fit, however few
+    return replace(request, nodes=most)
 
 
 def _place_or_preempt(

@@ -493,3 +493,17 @@ def test_an_elastic_gang_for_any_model_prefers_the_model_that_holds_it_whole() -
 
     (allocation,) = decisions.allocations
     assert (allocation.gpu_model, len(allocation.placements)) == ("h100", 3)
+
+
+def test_an_elastic_gang_on_a_single_node_still_never_fits() -> None:
+    fleet = nodes("n", 2)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 8})})
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)),
+        [job("gang", 8, nodes=2, min_nodes=1, topology=Topology.SINGLE_NODE)],
+        policy,
+        NOW,
+    )
+
+    assert decisions.pending["gang"].code is ReasonCode.TOPOLOGY
