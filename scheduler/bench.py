@@ -6,11 +6,14 @@ queues in two cohorts with nominal quotas, a quarter of the fleet already busy, 
 pending workloads of a realistic mix: 1-GPU and fractional jobs, 2/4/8-GPU single-node jobs, a
 few multi-node gangs with topology requirements, priorities and runtime estimates.
 
-Measured:
+Measured (each the best of ``ROUNDS`` runs from the same state: the machine's other load only
+ever adds time):
 - ``full_cycle_ms``: ``schedule()`` from the snapshot with every workload pending;
 - ``incremental_cycle_ms``: then one allocation of that cycle is released and the workloads
   still waiting are scheduled again, by the ``Scheduler`` that kept its state from the full
-  cycle (``rescheduled_full_ms`` is the same cycle run from scratch by ``schedule()``);
+  cycle (``rescheduled_full_ms`` is the same cycle run from scratch by ``schedule()``). Work
+  granted in a cycle is not preempted in it, so this second cycle also preempts what the
+  first one granted to lower priorities (``incremental_preemptions``);
 - ``baseline_decisions_per_s``: a naive first-fit (arrival order, first node with enough free
   GPUs, CPU and memory; no quotas, priorities, topology or fragmentation) on the same scenario
   in the same process, the floor any scheduler pays to look at every workload once.
@@ -51,6 +54,7 @@ NOW = 1_000_000.0
 CPU_MILLI = 192_000
 MEMORY_MIB = 2_097_152
 QUEUES = 10
+ROUNDS = 3
 
 
 def _fleet(count: int, rng: random.Random) -> tuple[Node, ...]:
@@ -250,18 +254,13 @@ def _rate(decisions: int, seconds: float) -> float:
     return round(decisions / seconds, 1) if seconds > 0 else 0.0
 
 
-@suite("scheduler")
-def scheduler(scale: float) -> dict[str, Any]:
-    """A full cycle, an incremental one and naive first-fit; see the module docstring."""
-    snapshot, pending, policy = scenario(scale)
-
-    placed_naively, baseline_s = _timed(lambda: first_fit(snapshot, pending))
-
+def _round(snapshot: Snapshot, pending: list[Request], policy: Policy) -> dict[str, Any]:
+    """The full cycle, the release, the incremental cycle and its check, timed once."""
     # 1. The full cycle, by a Scheduler that keeps its state for the next one.
     engine = Scheduler(snapshot, policy)
     full, full_s = _timed(lambda: engine.cycle(pending, NOW))
     checked = schedule(snapshot, pending, policy, NOW)
-    assert_same = checked == full  # the stateful scheduler decides as schedule() does
+    same = checked == full  # the stateful scheduler decides as schedule() does
 
     # 2. One allocation granted by that cycle ends; the workloads still waiting are scheduled
     #    again a second later.
@@ -276,7 +275,29 @@ def scheduler(scale: float) -> dict[str, Any]:
     from_scratch, rescheduled_s = _timed(
         lambda: schedule(Snapshot(snapshot.nodes, allocations), waiting, policy, later)
     )
-    assert_same = assert_same and from_scratch == incremental
+    return {
+        "full": full,
+        "full_s": full_s,
+        "waiting": waiting,
+        "incremental": incremental,
+        "incremental_s": incremental_s,
+        "rescheduled_s": rescheduled_s,
+        "same": same and from_scratch == incremental,
+    }
+
+
+@suite("scheduler")
+def scheduler(scale: float) -> dict[str, Any]:
+    """A full cycle, an incremental one and naive first-fit; see the module docstring."""
+    snapshot, pending, policy = scenario(scale)
+
+    placed_naively, baseline_s = _timed(lambda: first_fit(snapshot, pending))
+    rounds = [_round(snapshot, pending, policy) for _ in range(ROUNDS)]
+    first = rounds[0]
+    full, incremental, waiting = first["full"], first["incremental"], first["waiting"]
+    full_s = min(r["full_s"] for r in rounds)
+    incremental_s = min(r["incremental_s"] for r in rounds)
+    rescheduled_s = min(r["rescheduled_s"] for r in rounds)
 
     figures = {
         "nodes": len(snapshot.nodes),
@@ -290,12 +311,14 @@ def scheduler(scale: float) -> dict[str, Any]:
         "decisions_per_s": _rate(len(pending), full_s),
         "incremental_cycle_ms": _ms(incremental_s),
         "incremental_allocations": len(incremental.allocations),
+        "incremental_preemptions": len(incremental.preemptions),
         "incremental_decisions_per_s": _rate(len(waiting), incremental_s),
         "rescheduled_full_ms": _ms(rescheduled_s),
         "baseline_ms": _ms(baseline_s),
         "baseline_allocations": placed_naively,
         "baseline_decisions_per_s": _rate(len(pending), baseline_s),
-        "same_decisions_as_schedule": assert_same,
+        "same_decisions_as_schedule": all(r["same"] for r in rounds)
+        and all(r["full"] == full and r["incremental"] == incremental for r in rounds),
     }
     return {
         "suite": "scheduler",

@@ -8,7 +8,9 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from operator import sub
+from typing import Any
 
 from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
@@ -26,17 +28,19 @@ from scheduler.engine.model import (
     Snapshot,
     Topology,
 )
-from scheduler.engine.placement import Shapes, place
+from scheduler.engine.placement import Shapes, choose_in, place, weigh
 from scheduler.engine.quota import QuotaLedger
 
 
 @dataclass
 class _Blocker:
-    """A workload that waits for capacity, and when it could start by runtime estimates."""
+    """A workload that waits for capacity, when it could start by runtime estimates, and the
+    reason of those it holds back (one value for all of them)."""
 
     workload: Request
     models: frozenset[str]
     earliest_start: float
+    holds_back: PendingReason
 
 
 def schedule(
@@ -45,14 +49,15 @@ def schedule(
     return Scheduler(snapshot, policy).cycle(pending, now)
 
 
-# What placement reads of a request: its shape, CPU, memory and topology.
-_Fit = tuple[int, int, int, int, int, Topology]
+# What placement reads of a request: its shape, gang minimum, CPU, memory and topology.
+_Fit = tuple[int, int, int, int, int, int, Topology]
 
 
 def _fit_key(request: Request) -> _Fit:
     return (
         request.gpus_per_node,
         request.nodes,
+        request.least_nodes,
         request.gpu_milli,
         request.cpu_milli,
         request.memory_mib,
@@ -115,15 +120,19 @@ class Scheduler:
         self._run(allocation)
         self._moved(allocation)
 
-    def _run(self, allocation: Allocation) -> None:
+    def _run(self, allocation: Allocation, granted: set[str] | None = None) -> None:
+        """Count ``allocation`` as running. Work ``granted`` in the cycle under way stays out of
+        ``by_cost`` until it ends (``cycle`` adds it then): it may not be preempted in it."""
         shadowed = self.running.get(allocation.workload)
         if shadowed is not None:
             self._ending.remove(shadowed)
-            self.by_cost.remove(shadowed)
+            if granted is None or shadowed.workload not in granted:
+                self.by_cost.remove(shadowed)
             self._forget_empty()
         self.running[allocation.workload] = allocation
         self._ending.add(allocation)
-        self.by_cost.add(allocation)
+        if granted is None:
+            self.by_cost.add(allocation)
 
     def _moved(self, allocation: Allocation) -> None:
         self._changes += 1
@@ -151,26 +160,39 @@ class Scheduler:
         waiting: dict[str, PendingReason] = {}
         blockers: list[_Blocker] = []
         # Only work that ran before this cycle may be preempted: granting and taking back in
-        # one cycle would be churn.
+        # one cycle would be churn (see ``_run``).
         granted_ids: set[str] = set()
-        models_of: dict[tuple[str, ...], list[str]] = {}
+        models_of: dict[tuple[str, ...], tuple[list[str], frozenset[str]]] = {}
+        # Who holds back requests alike (models, priority, runtime estimate), until the next
+        # blocker joins: most of a long queue waits behind the same few.
+        held_back: dict[tuple[object, ...], _Blocker | None] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
         for request in _ordered(pending, policy, ledger, now):
-            models = models_of.get(request.gpu_models)
-            if models is None:
-                models = models_of[request.gpu_models] = _models(request, self._models_in_fleet)
+            known = models_of.get(request.gpu_models)
+            if known is None:
+                models = _models(request, self._models_in_fleet)
+                known = models_of[request.gpu_models] = (models, frozenset(models))
+            models, model_set = known
             if not models:
                 waiting[request.id] = reasons.no_matching_model(request, Snapshot(self.nodes))
                 continue
             # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
             #    the same models, unless they finish (by estimate) before it could start.
-            blocker = _blocked_by(request, models, blockers, now, policy)
-            if blocker is not None:
-                waiting[request.id] = reasons.behind(request, blocker.workload)
-                continue
-            # 4. Quota, reservations and placement, model by model in order of preference.
-            outcome = _admit(request, models, self, shapes, now, granted_ids)
+            if blockers:
+                alike = (request.gpu_models, request.priority, request.runtime_estimate_s)
+                if alike in held_back:
+                    blocker = held_back[alike]
+                else:
+                    blocker = held_back[alike] = _blocked_by(
+                        request, model_set, blockers, now, policy
+                    )
+                if blocker is not None:
+                    waiting[request.id] = blocker.holds_back
+                    continue
+            # 4. Quota, reservations and placement: model by model in order of preference, or
+            #    the least fragmenting of all models for a request that takes any.
+            outcome = _admit(request, models, self, shapes, now)
             if isinstance(outcome, tuple):
                 allocation, victims = outcome
                 for victim in victims:
@@ -188,7 +210,7 @@ class Scheduler:
                     self._moved(victim)
                 capacity.take(allocation)
                 ledger.add(allocation)
-                self._run(allocation)
+                self._run(allocation, granted_ids)
                 self._moved(allocation)
                 granted_ids.add(allocation.workload)
                 granted.append(allocation)
@@ -198,7 +220,11 @@ class Scheduler:
                 request, models, shapes
             ):
                 start = self._earliest_start(request, models, shapes)
-                blockers.append(_Blocker(request, frozenset(models), start))
+                blockers.append(_Blocker(request, model_set, start, reasons.behind(request)))
+                held_back.clear()
+        for allocation in granted:
+            if self.running.get(allocation.workload) is allocation:
+                self.by_cost.add(allocation)
         return Decisions(allocations=tuple(granted), preemptions=tuple(preempted), pending=waiting)
 
     def _fits_when_empty(self, request: Request, models: list[str], shapes: Shapes) -> bool:
@@ -286,37 +312,57 @@ class _Ending:
 
 class _ByCost:
     """Running work per GPU model, cheapest to preempt first: lowest priority, then the most
-    recently started, then the smallest, then by workload id."""
+    recently started, then the smallest, then by workload id; and the preemptible part of it
+    alone, which is all that priority preemption looks at."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        self._keys: dict[str | None, list[tuple[int, float, int, str]]] = {}
-        self._allocations: dict[str | None, list[Allocation]] = {}
-        for allocation in sorted(allocations, key=self._key):
-            self._keys.setdefault(allocation.gpu_model, []).append(self._key(allocation))
-            self._allocations.setdefault(allocation.gpu_model, []).append(allocation)
+        self._all: dict[str | None, _Sorted] = {}
+        self._preemptible: dict[str | None, _Sorted] = {}
+        for allocation in allocations:
+            self.add(allocation)
+
+    def add(self, allocation: Allocation) -> None:
+        self._all.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+        if allocation.preemptible:
+            self._preemptible.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+
+    def remove(self, allocation: Allocation) -> None:
+        self._all[allocation.gpu_model].remove(allocation)
+        if allocation.preemptible:
+            self._preemptible[allocation.gpu_model].remove(allocation)
+
+    def of(self, model: str) -> list[Allocation]:
+        known = self._all.get(model)
+        return known.allocations if known else []
+
+    def preemptible_of(self, model: str) -> list[Allocation]:
+        known = self._preemptible.get(model)
+        return known.allocations if known else []
+
+
+class _Sorted:
+    """Allocations in ``_ByCost`` order, with their keys for bisection."""
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, float, int, str]] = []
+        self.allocations: list[Allocation] = []
 
     @staticmethod
     def _key(a: Allocation) -> tuple[int, float, int, str]:
         return (a.priority, -a.started_at, a.gpu_milli, a.workload)
 
     def add(self, allocation: Allocation) -> None:
-        keys = self._keys.setdefault(allocation.gpu_model, [])
         key = self._key(allocation)
-        at = bisect.bisect_right(keys, key)
-        keys.insert(at, key)
-        self._allocations.setdefault(allocation.gpu_model, []).insert(at, allocation)
+        at = bisect.bisect_right(self.keys, key)
+        self.keys.insert(at, key)
+        self.allocations.insert(at, allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        keys = self._keys[allocation.gpu_model]
-        allocations = self._allocations[allocation.gpu_model]
-        at = bisect.bisect_left(keys, self._key(allocation))
-        while allocations[at] is not allocation:
+        at = bisect.bisect_left(self.keys, self._key(allocation))
+        while self.allocations[at] is not allocation:
             at += 1
-        del keys[at]
-        del allocations[at]
-
-    def of(self, model: str) -> list[Allocation]:
-        return self._allocations.get(model, [])
+        del self.keys[at]
+        del self.allocations[at]
 
 
 def _models(request: Request, in_fleet: set[str]) -> list[str]:
@@ -333,45 +379,65 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
     return {shape: float(count) for shape, count in counts.items()}
 
 
+# Effective priorities this far apart round apart at 9 decimals: only closer ones need the
+# rest of the key to be ordered.
+_NEAR = 1e-8
+
+
 def _ordered(
     pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
 ) -> list[Request]:
+    """Effective priority (with aging, rounded to 9 decimals), then fair share of the
+    organization, then of the queue, then arrival, then id; equal keys keep their order.
+
+    Sorted by effective priority alone, then the runs of near-equal ones by the whole key:
+    the same order as sorting by the whole key, at a fraction of the cost."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
-
-    def share(queue: str) -> float:
-        current = sum(ledger.used[queue].values()) / WHOLE
-        return (current + policy.usage_history.get(queue, 0.0)) / weights.get(queue, 1.0)
-
+    history = policy.usage_history
     org_queues: dict[str, list[str]] = {}
-    for request in pending:
-        org_queues.setdefault(request.organization, [])
-        if request.queue not in org_queues[request.organization]:
-            org_queues[request.organization].append(request.queue)
+    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
+        org_queues.setdefault(organization, []).append(queue)
+    share: dict[str, float] = {}
+    org_share: dict[str, float] = {}
+    for organization, queues in org_queues.items():
+        for queue in queues:
+            current = sum(ledger.used[queue].values()) / WHOLE
+            share[queue] = (current + history.get(queue, 0.0)) / weights.get(queue, 1.0)
+        org_share[organization] = round(sum(share[q] for q in queues) / len(queues), 9)
+    rounded = {queue: round(value, 9) for queue, value in share.items()}
+    per_hour = policy.aging_priority_per_hour
+    priorities = [effective_priority(r.priority, now - r.submitted_at, per_hour) for r in pending]
+    order = sorted(range(len(pending)), key=priorities.__getitem__, reverse=True)
+    descending = [priorities[i] for i in order]
+    near = [k for k, gap in enumerate(map(sub, descending, descending[1:])) if gap < _NEAR]
 
-    def org_share(organization: str) -> float:
-        queues = org_queues.get(organization, [])
-        return sum(share(q) for q in queues) / max(len(queues), 1)
-
-    def key(request: Request) -> tuple[float, float, float, float, str]:
-        priority = effective_priority(
-            request.priority, now - request.submitted_at, policy.aging_priority_per_hour
-        )
+    def key(i: int) -> tuple[float, float, float, float, str, int]:
+        r = pending[i]
         return (
-            -round(priority, 9),
-            round(org_share(request.organization), 9),
-            round(share(request.queue), 9),
-            request.submitted_at,
-            request.id,
+            -round(priorities[i], 9),
+            org_share[r.organization],
+            rounded[r.queue],
+            r.submitted_at,
+            r.id,
+            i,
         )
 
-    return sorted(pending, key=key)
+    at = 0
+    while at < len(near):  # each run of near-equal priorities: order[start : end + 1]
+        start = end = near[at]
+        while at + 1 < len(near) and near[at + 1] == end + 1:
+            at += 1
+            end += 1
+        order[start : end + 2] = sorted(order[start : end + 2], key=key)
+        at += 1
+    return [pending[i] for i in order]
 
 
 def _blocked_by(
-    request: Request, models: list[str], blockers: list[_Blocker], now: float, policy: Policy
+    request: Request, models: frozenset[str], blockers: list[_Blocker], now: float, policy: Policy
 ) -> _Blocker | None:
     for blocker in blockers:
-        if blocker.workload.priority < request.priority or not blocker.models & set(models):
+        if blocker.workload.priority < request.priority or blocker.models.isdisjoint(models):
             continue
         fits_before = (
             policy.backfill
@@ -415,35 +481,86 @@ def _admit(
     scheduler: Scheduler,
     shapes: Shapes,
     now: float,
-    granted: set[str],
 ) -> tuple[Allocation, list[Allocation]] | PendingReason:
-    """An allocation (and the victims it needs), or the reason it must wait."""
-    capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
-    first_reason: PendingReason | None = None
+    """An allocation (and the victims it needs), or the reason it must wait.
+
+    Acceptable models named: the first, in order of preference, where the request fits (by
+    placement, else by preemption). Any model: the placement that fragments least across all
+    of them (ties to the model's name; an elastic gang's largest first); preemption, in name
+    order, only when none fits."""
+    capacity = scheduler.capacity
+    waits: dict[str, PendingReason] = {}  # by model, in the order tried
+    trials: list[tuple[str, Request]] = []
     for model in models:
-        quota = ledger.check(request.queue, model, request.gpu_demand_milli)
-        if quota is not None:
-            first_reason = first_reason or quota
-            continue
-        held = _held(model, request, ledger, policy, now) if policy.reservations else 0
-        if held:
-            free = capacity.free_gpus_of([model])
-            whole_needed = 0 if request.fractional else request.gpus_per_node * request.nodes
-            if free - whole_needed < held:
-                first_reason = first_reason or reasons.reserved(request, model, held, free, policy)
-                continue
-        placements = place(capacity, request, model, shapes)
-        victims: list[Allocation] = []
-        if placements is None:
-            found = _preempt(
-                request, model, capacity, ledger, shapes, scheduler.by_cost, granted, policy
-            )
-            if found is not None:
-                placements, victims = found
+        trial = _trial(request, model, scheduler, now)
+        if isinstance(trial, PendingReason):
+            waits[model] = trial
+        elif not request.gpu_models:
+            trials.append((model, trial))
+        else:
+            outcome = _place_or_preempt(trial, model, scheduler, shapes)
+            if outcome is not None:
+                return _allocation(request, model, outcome[0], now), outcome[1]
+            waits[model] = scheduler.no_room(request, model)
+    # The most nodes (an elastic gang prefers its full size), then the least fragmentation.
+    best: tuple[tuple[int, float, int, str], tuple[Placement, ...]] | None = None
+    for model, trial in trials:
+        placements = place(capacity, trial, model, shapes)
         if placements is not None:
-            return _allocation(request, model, placements, now), victims
-        first_reason = first_reason or scheduler.no_room(request, model)
-    return first_reason or scheduler.no_room(request, models[0])
+            cost = (-len(placements), *weigh(capacity, placements, trial, shapes), model)
+            if best is None or cost < best[0]:
+                best = (cost, placements)
+    if best is not None:
+        return _allocation(request, best[0][3], best[1], now), []
+    for model, trial in trials:
+        found = _preempt(trial, model, scheduler, shapes)
+        if found is not None:
+            return _allocation(request, model, found[0], now), found[1]
+        waits[model] = scheduler.no_room(request, model)
+    if not request.gpu_models and len(waits) > 1:
+        return reasons.no_model_fits(dict(sorted(waits.items())))
+    return next(iter(waits.values()))
+
+
+def _trial(
+    request: Request, model: str, scheduler: Scheduler, now: float
+) -> Request | PendingReason:
+    """The request as ``model``'s quota and reservations admit it, or why they do not. An
+    elastic gang takes as many nodes as they leave it, if at least its minimum; placement then
+    takes as many of those as fit."""
+    capacity, ledger, policy = scheduler.capacity, scheduler.ledger, scheduler.policy
+    most = _most_nodes(request, model, ledger)
+    if isinstance(most, PendingReason):
+        return most
+    held = _held(model, request, ledger, policy, now) if policy.reservations else 0
+    if held:
+        free = capacity.free_gpus_of([model])
+        if not request.fractional:
+            most = min(most, (free - held) // request.gpus_per_node)
+        if free < held or most < request.least_nodes:
+            return reasons.reserved(request, model, held, free, policy)
+    if most == request.nodes or request.topology is Topology.SINGLE_NODE:
+        return request  # several nodes on a single node never fit, however few
+    return replace(request, nodes=most)
+
+
+def _place_or_preempt(
+    request: Request, model: str, scheduler: Scheduler, shapes: Shapes
+) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
+    placements = place(scheduler.capacity, request, model, shapes)
+    if placements is not None:
+        return placements, []
+    return _preempt(request, model, scheduler, shapes)
+
+
+def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
+    """The most nodes of the request its queue's quota of ``model`` admits (down to the gang
+    minimum), or why not even the minimum is."""
+    for nodes in range(request.nodes, request.least_nodes, -1):
+        if ledger.check(request.queue, model, request.demand_on(nodes)) is None:
+            return nodes
+    quota = ledger.check(request.queue, model, request.demand_on(request.least_nodes))
+    return request.least_nodes if quota is None else quota
 
 
 def _allocation(
@@ -464,34 +581,32 @@ def _allocation(
 
 
 def _victim_candidates(
-    request: Request,
-    model: str,
-    ledger: QuotaLedger,
-    by_cost: _ByCost,
-    granted: set[str],
-    policy: Policy,
+    request: Request, model: str, ledger: QuotaLedger, by_cost: _ByCost, policy: Policy
 ) -> Iterator[Allocation]:
     """Who may lose GPUs for ``request``: lower-priority preemptible work; work of queues that
     borrow, when the request stays within its own nominal quota (reclaim); and preemptible work
-    on capacity the request's reservation holds. Only work that ran before this cycle (not
-    ``granted`` in it). Cheapest first: lowest priority, then the most recently started, then
-    the smallest (the order ``by_cost`` keeps)."""
-    reclaiming = ledger.within_nominal(request.queue, model, request.gpu_demand_milli)
+    on capacity the request's reservation holds. Only work that ran before this cycle (all
+    that ``by_cost`` holds while it runs). Cheapest first: lowest priority, then the most
+    recently started, then the smallest (the order ``by_cost`` keeps)."""
+    least = request.demand_on(request.least_nodes)  # preemption makes room for the minimum
+    reclaiming = ledger.within_nominal(request.queue, model, least)
     owns_window = any(
         r.id == request.reservation and r.queue == request.queue for r in policy.reservations
     )
+    if not reclaiming and not owns_window:
+        for allocation in by_cost.preemptible_of(model):
+            if allocation.priority >= request.priority:
+                return  # by priority from here on: nobody else is lower
+            if allocation.workload != request.id:
+                yield allocation
+        return
     borrows: dict[str, bool] = {}  # by queue: the ledger does not move while we look
     for allocation in by_cost.of(model):
-        if allocation.workload in granted or allocation.workload == request.id:
+        if allocation.workload == request.id:
             continue
-        lower = allocation.priority < request.priority
-        if lower and allocation.preemptible:
+        if allocation.priority < request.priority and allocation.preemptible:
             yield allocation
             continue
-        if not reclaiming and not owns_window:
-            if lower:
-                continue
-            return  # by priority from here on: nobody else is lower
         queue = allocation.queue
         if queue == request.queue:
             continue
@@ -507,41 +622,130 @@ def _victim_candidates(
 
 
 def _preempt(
-    request: Request,
-    model: str,
-    capacity: Capacity,
-    ledger: QuotaLedger,
-    shapes: Shapes,
-    by_cost: _ByCost,
-    granted: set[str],
-    policy: Policy,
+    request: Request, model: str, scheduler: Scheduler, shapes: Shapes
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
     """The smallest set of victims whose removal lets the request fit, or None (then nobody is
-    touched: preempting what would not make it fit is never done)."""
-    candidates = _victim_candidates(request, model, ledger, by_cost, granted, policy)
+    touched: preempting what would not make it fit is never done).
+
+    Candidates are given back cheapest first until the request fits; then every victim the
+    placement can do without is spared, most valuable first. Victims are weighed on a
+    ``_Room`` (only their nodes change), and placement runs once on the capacity they leave:
+    whether a request fits is what ``place`` decides, not where."""
+    if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
+        return None
+    capacity, ledger = scheduler.capacity, scheduler.ledger
+    room = _Room(capacity, request, model)
     removed: list[Allocation] = []
-    placements = None
-    for victim in candidates:
-        capacity.give(victim)
+    for victim in _victim_candidates(request, model, ledger, scheduler.by_cost, scheduler.policy):
         removed.append(victim)
-        placements = place(capacity, request, model, shapes)
-        if placements is not None:
+        if room.give(victim):
             break
-    if placements is None:
+    else:
+        return None
+    # Only victims on nodes where the request now fits matter: sparing any other changes
+    # nothing (taking work back never makes a node fit).
+    pool = {v.workload: v for name in room.fitting for v in room.given_on.get(name, ())}
+    needed: set[str] = set()  # ids are unique among running work
+    for victim in sorted(pool.values(), key=lambda a: (-a.priority, a.started_at, a.workload)):
+        room.shift(victim, -1)
+        if not room.fits():
+            room.shift(victim, +1)
+            needed.add(victim.workload)
+    removed = [victim for victim in removed if victim.workload in needed]
+    for victim in removed:
+        capacity.give(victim)
+    placements = place(capacity, request, model, shapes)
+    if placements is None:  # the room and placement disagree on what fits: touch nobody
         for victim in removed:
             capacity.take(victim)
         return None
-    # Give back every victim the placement can do without, most valuable first.
-    for victim in sorted(removed, key=lambda a: (-a.priority, a.started_at, a.workload)):
-        capacity.take(victim)
-        without = place(capacity, request, model, shapes)
-        if without is None:
-            capacity.give(victim)
-        else:
-            # By identity: ids are unique among running work, so it is the one ``==`` finds.
-            del removed[next(i for i, r in enumerate(removed) if r is victim)]
-            placements = without
     return placements, removed
+
+
+class _Room:
+    """The nodes of ``model`` where a request fits, as preemption gives victims back (or takes
+    them again) on a copy of their nodes' free figures; the cluster's ``Capacity`` is not
+    touched. Fits as ``place`` would find: one node, or enough nodes for a gang (in one rack
+    for ``same_rack``)."""
+
+    def __init__(self, capacity: Capacity, request: Request, model: str) -> None:
+        self.capacity, self.request, self.model = capacity, request, model
+        self.cpu, self.memory = request.cpu_milli, request.memory_mib
+        self.whole = 0 if request.fractional else request.gpus_per_node
+        # Per node given back on: [free milli-GPU per GPU, free CPU, free memory, the node
+        # when the request may land on it, else None].
+        self.free: dict[str, list[Any]] = {}
+        self.given_on: dict[str, list[Allocation]] = {}
+        self.fitting: set[str] = set()
+        self.per_rack: Counter[str] = Counter()
+        if request.nodes > 1:  # a single node does not fit anywhere yet: ``place`` said so
+            for state_id, names in capacity.classes(model):
+                if choose_in(capacity.states[state_id][0], capacity.nodes[names[0]], request):
+                    for name in names:
+                        if (
+                            capacity.cpu_free[name] >= self.cpu
+                            and capacity.memory_free[name] >= self.memory
+                        ):
+                            self._fit(name, True)
+
+    def _fit(self, name: str, fits: bool) -> None:
+        rack = self.capacity.nodes[name].rack
+        if fits:
+            self.fitting.add(name)
+            self.per_rack[rack] += 1
+        else:
+            self.fitting.discard(name)
+            self.per_rack[rack] -= 1
+
+    def give(self, victim: Allocation) -> bool:
+        """Give ``victim`` back; whether the request fits now."""
+        self.shift(victim, +1)
+        for placement in victim.placements:
+            self.given_on.setdefault(placement.node, []).append(victim)
+        return self.fits()
+
+    def shift(self, allocation: Allocation, sign: int) -> None:
+        """Give ``allocation`` back (+1) or take it again (-1)."""
+        capacity, room = self.capacity, self.free
+        for placement in allocation.placements:
+            name = placement.node
+            figures = room.get(name)
+            if figures is None:
+                node = capacity.nodes.get(name)
+                if node is None:
+                    continue
+                host = node.schedulable and node.gpu_model == self.model
+                figures = room[name] = [
+                    list(capacity.gpu_free[name]),
+                    capacity.cpu_free[name],
+                    capacity.memory_free[name],
+                    node if host else None,
+                ]
+            free = figures[0]
+            milli = sign * placement.gpu_milli
+            for index in placement.gpus:
+                free[index] += milli
+            figures[1] += sign * placement.cpu_milli
+            figures[2] += sign * placement.memory_mib
+            host = figures[3]
+            if host is not None:
+                fits = (
+                    figures[1] >= self.cpu
+                    and figures[2] >= self.memory
+                    and free.count(WHOLE) >= self.whole
+                    and choose_in(free, host, self.request) is not None
+                )
+                if fits != (name in self.fitting):
+                    self._fit(name, fits)
+
+    def fits(self) -> bool:
+        request = self.request
+        if request.nodes == 1:
+            return bool(self.fitting)
+        wanted = request.least_nodes
+        if request.topology is Topology.SAME_RACK:
+            return any(count >= wanted for count in self.per_rack.values())
+        return len(self.fitting) >= wanted
 
 
 def _why_preempted(victim: Allocation, request: Request, ledger: QuotaLedger) -> str:

@@ -46,7 +46,9 @@ class Request:
 
     Whole GPUs: ``gpus_per_node`` x ``nodes`` (with ``gpu_milli`` = 1000). A fraction of one
     GPU: ``gpus_per_node=1``, ``nodes=1``, ``gpu_milli`` < 1000. CPU and memory are per node.
-    A multi-node workload is a gang: all of its nodes start together or none does.
+    A multi-node workload is a gang: all of its nodes start together or none does. An elastic
+    gang names its minimum, ``min_nodes``: it starts with as many of its ``nodes`` as fit at
+    once (all of them when they fit), never fewer than the minimum.
     """
 
     id: str
@@ -65,6 +67,14 @@ class Request:
     organization: str = ""
     project: str = ""
     submitted_at: float = 0.0
+    min_nodes: int | None = None  # the gang minimum; None: all of ``nodes``
+
+    @property
+    def least_nodes(self) -> int:
+        """The fewest nodes the workload may start on (``min_nodes`` within 1..``nodes``)."""
+        if self.min_nodes is None:
+            return self.nodes
+        return max(1, min(self.min_nodes, self.nodes))
 
     @property
     def fractional(self) -> bool:
@@ -74,6 +84,10 @@ class Request:
     def gpu_demand_milli(self) -> int:
         """All the GPU it asks for, in milli-GPU."""
         return self.gpus_per_node * self.nodes * self.gpu_milli
+
+    def demand_on(self, nodes: int) -> int:
+        """The GPU it takes on ``nodes`` nodes, in milli-GPU."""
+        return self.gpus_per_node * nodes * self.gpu_milli
 
     @property
     def shape(self) -> tuple[int, int, int]:

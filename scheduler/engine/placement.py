@@ -47,8 +47,13 @@ def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = No
 
 def choose_gpus(capacity: Capacity, node: Node, request: Request) -> tuple[int, ...] | None:
     """The GPUs of ``node`` this request would take, or None when they are not there."""
+    return choose_in(capacity.gpu_free[node.name], node, request)
+
+
+def choose_in(free: Sequence[int], node: Node, request: Request) -> tuple[int, ...] | None:
+    """``choose_gpus`` for ``node`` with ``free`` milli-GPU per GPU (a state being weighed)."""
     return _choose(
-        capacity.gpu_free[node.name],
+        free,
         node.gpu_domains,
         node.shareable,
         request.gpu_milli,
@@ -222,6 +227,31 @@ def place(
     return _place_gang(options, request)
 
 
+def weigh(
+    capacity: Capacity, placements: tuple[Placement, ...], request: Request, shapes: Shapes
+) -> tuple[float, int]:
+    """What ``place`` weighs a placement by, summed over its nodes: the growth of
+    fragmentation, then the milli-GPU left free; to compare placements on different GPU
+    models (before they are taken). CPU-aware shapes count CPU as ``_place_cpu_aware`` does."""
+    cpu_aware = any(len(shape) > 3 for shape in shapes)
+    growth, left = 0.0, 0
+    for placement in placements:
+        node = capacity.nodes[placement.node]
+        if cpu_aware:
+            free, have = capacity.gpu_free[node.name], capacity.cpu_free[node.name]
+            after = _after(free, placement.gpus, request.gpu_milli)
+            growth += round(
+                fragmentation(after, shapes, have - request.cpu_milli)
+                - fragmentation(free, shapes, have),
+                6,
+            )
+            left += sum(after)
+        else:
+            cost = _cost(capacity, node, placement.gpus, request, shapes)
+            growth, left = growth + cost[0], left + cost[1]
+    return (round(growth, 6), left)
+
+
 def _place_cpu_aware(
     capacity: Capacity, request: Request, model: str | None, shapes: Shapes
 ) -> tuple[Placement, ...] | None:
@@ -261,27 +291,30 @@ def _place_cpu_aware(
 
 
 def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:
-    """``request.nodes`` distinct nodes: in one rack when any rack can hold them all (the
-    cheapest such rack), else across as few racks as possible (``same_rack``: never)."""
+    """``request.nodes`` distinct nodes, or as many as there are down to its minimum (an
+    elastic gang): in one rack when any rack can hold them all (the cheapest such rack), else
+    across as few racks as possible (``same_rack``: never)."""
     by_rack: dict[str, list[Option]] = defaultdict(list)
     for option in sorted(options, key=lambda o: o[0]):
         by_rack[option[1].rack].append(option)
-    wanted = request.nodes
+    if request.topology is Topology.SAME_RACK:
+        room = max((len(rack_options) for rack_options in by_rack.values()), default=0)
+    else:
+        room = len(options)
+    wanted = min(request.nodes, room)
+    if wanted < request.least_nodes:
+        return None
     whole_racks = [
         (sum(o[0][0] for o in rack_options[:wanted]), rack, rack_options[:wanted])
         for rack, rack_options in by_rack.items()
         if len(rack_options) >= wanted
     ]
-    if whole_racks:
+    if whole_racks:  # always for ``same_rack``: ``wanted`` is what its fullest rack holds
         _, _, chosen = min(whole_racks, key=lambda entry: (entry[0], entry[1]))
-    elif request.topology is Topology.SAME_RACK:
-        return None
     else:
         chosen = []
         for _, rack_options in sorted(by_rack.items(), key=lambda e: (-len(e[1]), e[0])):
             chosen.extend(rack_options[: wanted - len(chosen)])
             if len(chosen) == wanted:
                 break
-        if len(chosen) < wanted:
-            return None
     return tuple(_placement(node, gpus, request) for _, node, gpus in chosen)

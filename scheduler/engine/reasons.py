@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import (
     WHOLE,
@@ -30,7 +32,8 @@ def no_matching_model(request: Request, snapshot: Snapshot) -> PendingReason:
     )
 
 
-def behind(request: Request, blocker: Request) -> PendingReason:
+def behind(blocker: Request) -> PendingReason:
+    """The reason of every workload ``blocker`` holds back (head-of-line)."""
     return PendingReason(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
         f"waits behind {blocker.id} (priority {blocker.priority}), which needs the same GPUs"
@@ -84,6 +87,17 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
     if request.nodes > 1:
         hosts = sum(nodes for count, nodes in whole if count >= request.gpus_per_node)
         figures["nodes_that_fit"] = hosts
+        least = request.least_nodes
+        if least < request.nodes:
+            figures["min_nodes"] = least
+            figures["needed"] = least * request.gpus_per_node
+            return PendingReason(
+                ReasonCode.GANG,
+                f"needs at least {least} nodes x {request.gpus_per_node} {model} at once (up to"
+                f" {request.nodes}); {free} schedulable, {hosts} nodes can take"
+                f" {request.gpus_per_node}",
+                figures,
+            )
         return PendingReason(
             ReasonCode.GANG,
             f"needs {needed} {model} at once ({request.nodes} nodes x {request.gpus_per_node});"
@@ -105,3 +119,20 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
             figures,
         )
     return PendingReason(ReasonCode.INSUFFICIENT, f"needs {needed} {model}, {free} free", figures)
+
+
+def no_model_fits(by_model: Mapping[str, PendingReason]) -> PendingReason:
+    """Why a workload that takes any GPU model waits: each model's reason, by model name; the
+    code and figures are the first model's, with every model's code and message beside."""
+    first = next(iter(by_model.values()))
+    return PendingReason(
+        first.code,
+        "; ".join(f"{model}: {reason.message}" for model, reason in by_model.items()),
+        {
+            **first.figures,
+            "by_model": {
+                model: {"code": reason.code.value, "message": reason.message}
+                for model, reason in by_model.items()
+            },
+        },
+    )

@@ -307,3 +307,203 @@ def test_cpu_aware_shapes_keep_gpus_where_cpu_remains() -> None:
 
     assert by_gpu.allocations[0].placements[0].node == "n0"  # ties go to the name
     assert by_cpu.allocations[0].placements[0].node == "n1"
+
+
+# --- elastic gangs: at least ``min_nodes`` of ``nodes`` -------------------------------------
+
+
+def test_an_elastic_gang_starts_on_the_nodes_that_fit_when_its_minimum_does() -> None:
+    fleet = nodes("n", 4)
+    busy = [running("a", "n3", (0,))]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("gang", 8, nodes=4, min_nodes=2)], Policy(), NOW
+    )
+
+    (allocation,) = decisions.allocations
+    assert [p.node for p in allocation.placements] == ["n0", "n1", "n2"]
+    assert allocation.gpu_milli == 24_000
+
+
+def test_an_elastic_gang_takes_its_full_size_when_it_fits() -> None:
+    fleet = nodes("n", 5)
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=4, min_nodes=2)], Policy(), NOW
+    )
+
+    assert len(decisions.allocations[0].placements) == 4
+
+
+def test_an_elastic_gang_below_its_minimum_waits_whole() -> None:
+    fleet = nodes("n", 3)
+    busy = [running("a", "n1", (0,)), running("b", "n2", (0,))]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("gang", 8, nodes=4, min_nodes=2)], Policy(), NOW
+    )
+
+    reason = decisions.pending["gang"]
+    assert decisions.allocations == ()
+    assert reason.code is ReasonCode.GANG
+    assert reason.message == (
+        "needs at least 2 nodes x 8 h100 at once (up to 4); 22 schedulable, 1 nodes can take 8"
+    )
+    assert reason.figures["min_nodes"] == 2
+
+
+def test_quota_caps_an_elastic_gang_at_what_it_admits() -> None:
+    fleet = nodes("n", 4)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 20})})
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=4, min_nodes=2)], policy, NOW
+    )
+
+    assert len(decisions.allocations[0].placements) == 2
+
+
+def test_quota_below_the_minimum_keeps_an_elastic_gang_waiting() -> None:
+    fleet = nodes("n", 4)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 12})})
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=4, min_nodes=2)], policy, NOW
+    )
+
+    assert decisions.pending["gang"].code is ReasonCode.QUOTA
+    assert decisions.pending["gang"].figures["needed"] == 16
+
+
+def test_preemption_for_an_elastic_gang_stops_at_its_minimum() -> None:
+    fleet = nodes("n", 3)
+    experiments = [
+        running(f"exp{i}", f"n{i}", (0,), preemptible=True, started_at=float(i)) for i in (1, 2)
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(experiments)),
+        [job("gang", 8, nodes=3, min_nodes=2, priority=5)],
+        Policy(),
+        NOW,
+    )
+
+    # The most recently started experiment goes; the gang starts on two nodes.
+    assert [p.victim for p in decisions.preemptions] == ["exp2"]
+    assert [p.node for p in decisions.allocations[0].placements] == ["n0", "n2"]
+
+
+def test_nothing_is_preempted_when_the_minimum_would_still_not_fit() -> None:
+    fleet = nodes("n", 3)
+    busy = [
+        running("keep1", "n1", (0,)),
+        running("keep2", "n2", (0,)),
+        running("exp", "n0", (0,), preemptible=True),
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [job("gang", 8, nodes=3, min_nodes=2, priority=5)],
+        Policy(),
+        NOW,
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.pending["gang"].code is ReasonCode.GANG
+
+
+def test_a_reservation_leaves_an_elastic_gang_what_it_does_not_hold() -> None:
+    fleet = nodes("n", 4)
+    policy = Policy(reservations=(Reservation("r1", "owner", "h100", 8, NOW - 10, NOW + 3600),))
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=4, min_nodes=2, queue="other")], policy, NOW
+    )
+
+    assert len(decisions.allocations[0].placements) == 3
+
+
+# --- any GPU model: the placement that fragments least, across models ----------------------
+
+
+def test_a_job_for_any_model_goes_where_it_fragments_least_not_first_by_name() -> None:
+    """By name the a100 node comes first, but a 1-GPU job there breaks a whole 8-GPU node;
+    on the h100 node it fills the last free GPU."""
+    fleet = nodes("a", 1, model="a100") + nodes("h", 1, model="h100")
+    busy = [running("seven", "h0", tuple(range(7)))]
+    policy = Policy(typical_shapes={(8, 1000, 1): 1.0, (1, 1000, 1): 1.0})
+
+    decisions = schedule(Snapshot(tuple(fleet), tuple(busy)), [job("one", 1)], policy, NOW)
+
+    (allocation,) = decisions.allocations
+    assert (allocation.gpu_model, allocation.placements[0].node) == ("h100", "h0")
+    assert allocation.placements[0].gpus == (7,)
+
+
+def test_equal_placements_on_two_models_go_to_the_first_by_name() -> None:
+    fleet = nodes("h", 1, model="h100") + nodes("a", 1, model="a100")
+
+    decisions = schedule(Snapshot(tuple(fleet)), [job("one", 1)], Policy(), NOW)
+
+    assert decisions.allocations[0].gpu_model == "a100"
+
+
+def test_a_job_for_any_model_waits_with_every_model_s_reason() -> None:
+    fleet = nodes("a", 2, gpus=4, model="a100") + nodes("h", 1, gpus=2, model="h100")
+    busy = [running("a", "a0", (0, 1), model="a100"), running("b", "a1", (0, 1), model="a100")]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)),
+        [job("big", 4, topology=Topology.SINGLE_NODE)],
+        Policy(),
+        NOW,
+    )
+
+    reason = decisions.pending["big"]
+    assert reason.code is ReasonCode.FRAGMENTED
+    assert reason.message == (
+        "a100: 4 free a100 in cluster, at most 2 on one node, needs 4 on one node;"
+        " h100: needs 4 h100, 2 free"
+    )
+    assert reason.figures["by_model"] == {
+        "a100": {"code": "fragmented", "message": reason.message.split("; ")[0][6:]},
+        "h100": {"code": "insufficient_capacity", "message": "needs 4 h100, 2 free"},
+    }
+
+
+def test_a_job_for_any_model_preempts_only_when_no_model_fits() -> None:
+    """Preempting on the a100 node (first by name) would make it fit; the h100 node has room."""
+    fleet = nodes("a", 1, gpus=2, model="a100") + nodes("h", 1, gpus=2, model="h100")
+    busy = [running("exp", "a0", (0, 1), model="a100", preemptible=True)]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("two", 2, priority=5)], Policy(), NOW
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.allocations[0].gpu_model == "h100"
+
+
+def test_an_elastic_gang_for_any_model_prefers_the_model_that_holds_it_whole() -> None:
+    fleet = nodes("a", 2, model="a100") + nodes("h", 3, model="h100")
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)), [job("gang", 8, nodes=3, min_nodes=2)], Policy(), NOW
+    )
+
+    (allocation,) = decisions.allocations
+    assert (allocation.gpu_model, len(allocation.placements)) == ("h100", 3)
+
+
+def test_an_elastic_gang_on_a_single_node_still_never_fits() -> None:
+    fleet = nodes("n", 2)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 8})})
+
+    decisions = schedule(
+        Snapshot(tuple(fleet)),
+        [job("gang", 8, nodes=2, min_nodes=1, topology=Topology.SINGLE_NODE)],
+        policy,
+        NOW,
+    )
+
+    assert decisions.pending["gang"].code is ReasonCode.TOPOLOGY
