@@ -167,9 +167,10 @@ class CapacityView(APIView):
 
     permission_classes = [IsOperator]
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses=s.ClusterAllocationSerializer(many=True))
     def get(self, request: Request) -> Response:
         clusters = Cluster.objects.order_by("slug")
         if request.query_params.get("cluster"):
             clusters = clusters.filter(slug=request.query_params["cluster"])
-        return Response([selectors.cluster_allocation(c) for c in clusters])
+        figures = [selectors.cluster_allocation(c) for c in clusters]
+        return Response(s.ClusterAllocationSerializer(figures, many=True).data)

@@ -189,3 +189,21 @@ class QueueSerializer(serializers.Serializer):  # type: ignore[type-arg]
     depth = serializers.IntegerField(help_text="workloads waiting")
     running = serializers.IntegerField(help_text="workloads holding GPUs")
     usage = QueueUsageSerializer(many=True)
+
+
+class ModelAllocationSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    gpu_model = serializers.CharField()
+    total = serializers.IntegerField()
+    allocated = serializers.FloatField()
+    free = serializers.IntegerField(help_text="whole GPUs free on nodes that take work")
+    unschedulable_free = serializers.IntegerField(help_text="free on nodes that take no work")
+    free_unusable_by_shape = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="by GPUs per node: free GPUs on nodes with fewer free than that",
+    )
+
+
+class ClusterAllocationSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster = serializers.CharField()
+    cluster_id = serializers.UUIDField()
+    gpu_models = ModelAllocationSerializer(many=True)

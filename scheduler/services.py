@@ -16,8 +16,6 @@ from django.utils import timezone
 from events import store
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
-from inventory import services as inventory_services
-from inventory.lifecycle import NodeState
 from inventory.models import Cluster, GpuModel, Node
 from neocloud.errors import ValidationFailed
 from scheduler import events as ev
@@ -348,7 +346,10 @@ def workload_cancel(*, actor: Actor, workload: Workload, reason: str = "") -> Wo
     actor.require(Action.WORKLOAD_WRITE, organization)
     reason = reason or f"cancelled by {actor.label}"
     with transaction.atomic():
-        workload = Workload.objects.select_for_update().get(pk=workload.pk)
+        locked = _locked(workload.pk)
+        if locked is None:
+            raise WorkloadFinished("no such workload")
+        workload = locked
         if workload.status in FINAL_STATUSES:
             if workload.status == WorkloadStatus.CANCELLED:
                 return workload
@@ -364,6 +365,14 @@ def workload_cancel(*, actor: Actor, workload: Workload, reason: str = "") -> Wo
         _append_workload(actor, workload, changes)
         triggers.cycle_wanted(workload.cluster_id)
     return Workload.objects.get(pk=workload.pk)
+
+
+def _locked(workload_id: uuid.UUID) -> Workload | None:
+    """The workload's row, locked to the end of the transaction, after the log's lock: a
+    cycle's append holds the log's lock and then updates workload rows, so taking them in the
+    other order could deadlock with it."""
+    store.take_append_lock()
+    return Workload.objects.select_for_update().filter(pk=workload_id).first()
 
 
 def _append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEvent]) -> None:
@@ -399,7 +408,7 @@ def _held(workload: Workload) -> uuid.UUID:
 
 def run_holder(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Workload | None:
     """The workload, locked, if it still holds ``allocation_id``."""
-    workload = Workload.objects.select_for_update().filter(pk=workload_id).first()
+    workload = _locked(workload_id)
     if workload is None or str(workload.allocation_id) != str(allocation_id):
         return None
     return workload
@@ -440,9 +449,7 @@ def run_ended(*, actor: Actor, workload: Workload, reason: str, message: str) ->
     status = _after_run(workload, reason)
     allocation = Allocation.objects.get(pk=_held(workload))
     _append_workload(actor, workload, [_released(workload, reason, message, status)])
-    node_ids = [p["node_id"] for p in allocation.placements]
-    for node in Node.objects.filter(pk__in=node_ids, state=NodeState.DRAINING):
-        inventory_services.node_drain_check(actor=actor, node=node)
+    triggers.drain_check([p["node_id"] for p in allocation.placements])
     triggers.cycle_wanted(workload.cluster_id)
     return status
 

@@ -54,6 +54,7 @@ def request_of(data: Mapping[str, Any]) -> Request:
         queue=str(data["project_id"]),
         gpus_per_node=data["gpus_per_node"],
         nodes=data["nodes"],
+        min_nodes=data["min_nodes"],
         gpu_milli=data["gpu_milli"],
         cpu_milli=data["cpu_milli"],
         memory_mib=data["memory_mib"],

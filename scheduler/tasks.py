@@ -65,7 +65,7 @@ def cycle_dispatch(cluster_id: uuid.UUID) -> None:
         scheduling.cycle_run(cluster_id)
         return
     debounce = settings.SCHEDULER_DEBOUNCE_S
-    if _broker().set(_asked(cluster_id), 1, nx=True, px=int(debounce * 1000) + 5000):
+    if _broker().set(_asked(cluster_id), 1, nx=True, px=int(debounce * 1000) + 1000):
         # Straight to the holder's own queue, where cycles do not wait behind runs.
         holder = scheduling.lease_holder(cluster_id)
         route: dict[str, Any] = {"queue": f"scheduler.{holder}"} if holder else {}

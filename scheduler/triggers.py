@@ -32,3 +32,22 @@ def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     from scheduler import tasks
 
     transaction.on_commit(lambda: tasks.run_stop_dispatch(workload_id, allocation_id))
+
+
+def drain_check(node_ids: list[str]) -> None:
+    """Draining nodes among these that are now empty go to maintenance, in a transaction of
+    their own (a node's row is locked before the log's lock, never after)."""
+
+    def check() -> None:
+        from inventory import services as inventory
+        from inventory.lifecycle import NodeState
+        from inventory.models import Node
+        from neocloud.transactions import atomic_with_retry
+        from tenants.access import Actor
+
+        for node in Node.objects.filter(pk__in=node_ids, state=NodeState.DRAINING):
+            atomic_with_retry(
+                inventory.node_drain_check, actor=Actor.system_actor("runs"), node=node
+            )
+
+    transaction.on_commit(check)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from events import store
-from scheduler import audit, services
+from scheduler import audit, services, tasks
 from scheduler import events as ev
 from scheduler.models import FINAL_STATUSES, Allocation, SchedulerLease, Workload
 from tenants import services as tenant_services
@@ -34,12 +34,31 @@ StartWorker = Callable[..., AbstractContextManager[CeleryWorker]]
 
 @pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[StartWorker]:
-    with worker_queue() as queue:
+    """Workers on a queue of this test's own, and beat's tick every second from here."""
+    with worker_queue() as queue, _beat():
 
         def start(**settings: Any) -> AbstractContextManager[CeleryWorker]:
             return celery_worker(queue=queue, log_dir=tmp_path, settings={**FAST, **settings})
 
         yield start
+
+
+@contextmanager
+def _beat() -> Iterator[None]:
+    """What ``celery beat`` does in production: the scheduler's tick, now and then."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(1.0):
+            tasks.tick.delay()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _submit(tenant: Tenant, name: str, **fields: Any) -> Workload:
@@ -202,10 +221,6 @@ def test_scheduler_worker_killed_mid_run_leaves_the_state_whole(
         doomed.kill()
     time.sleep(0.5)
     with start_worker() as survivor:
-        # Nothing asks for a cycle now: beat's tick would; here the test does, as beat.
-        from scheduler import tasks
-
-        tasks.tick.delay()
         wait_until(
             _all_final(40), timeout=120, what=f"all to finish after the kill:\n{survivor.log()}"
         )

@@ -319,3 +319,15 @@ def test_operator_capacity_counts_allocated_free_and_scattered_gpus(
     assert h100["free_unusable_by_shape"] == {"1": 0, "2": 0, "4": 2, "8": 2}
     assert client_with_key(None).get("/api/v1/capacity").status_code in {401, 403}
     _ = SYSTEM
+
+
+def test_elastic_gang_starts_on_its_minimum_when_the_rest_is_busy(
+    tenant: Tenant, in_process: None
+) -> None:
+    ready_fleet(nodes=3, gpus=8)
+    _submit(tenant, name="busy", gpus=8, runtime_estimate_s=60)
+    gang = _submit(tenant, name="gang", gpus=8, nodes=3, min_nodes=2, runtime_estimate_s=60)
+    placements = Allocation.objects.get(workload=gang).placements
+    assert len({p["node_id"] for p in placements}) == 2
+    rigid = _submit(tenant, name="rigid", gpus=8, nodes=2)
+    assert _state(rigid).status in {"pending", "admitted"}
