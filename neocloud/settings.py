@@ -60,6 +60,8 @@ INSTALLED_APPS = [
     "scheduler",
     "catalog",
     "orders",
+    "metering",
+    "billing",
 ]
 AUTH_USER_MODEL = "tenants.User"
 

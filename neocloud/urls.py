@@ -13,6 +13,8 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("catalog.urls")),
     path("", include("orders.urls")),
     path("", include("scheduler.urls")),
+    path("", include("metering.urls")),
+    path("", include("billing.urls")),
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [

@@ -1,0 +1,5 @@
+"""billing API routes."""
+
+from django.urls import URLPattern, URLResolver
+
+urlpatterns: list[URLPattern | URLResolver] = []
