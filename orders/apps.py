@@ -6,3 +6,9 @@ class OrdersConfig(AppConfig):
 
     name = "orders"
     verbose_name = "Orders"
+
+    def ready(self) -> None:
+        from orders import services
+        from scheduler import hooks
+
+        hooks.on_workload_ended(services.order_close_for_workload)

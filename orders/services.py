@@ -28,6 +28,7 @@ from events import store
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
+from neocloud.transactions import atomic_with_retry
 from orders import events as ev
 from orders import hooks
 from orders.errors import (
@@ -42,6 +43,7 @@ from orders.errors import (
 )
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
+from scheduler.models import Workload
 from scheduler.specs import PricePlan as Plan
 from scheduler.specs import RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action, Actor
@@ -575,12 +577,21 @@ def order_cancel(*, actor: Actor, order: Order, reason: str = "") -> Order:
 
 
 def order_close(*, actor: Actor, order_id: uuid.UUID, reason: str) -> Order:
-    """A fulfilled order ends with its workload (or reservation). Closing again is a no-op.
-
-    Called by the scheduler's side when a workload ends; the subscription to its
-    workload-ended events is not wired yet."""
+    """A fulfilled order ends with its workload (or reservation). Closing again is a no-op."""
     order = _locked(order_id)
     if order.status == OrderStatus.CLOSED:
         return order
     _require_status(order, "close", frozenset({OrderStatus.FULFILLED}))
     return _append(actor, order, [ev.OrderClosed(reason=reason)])
+
+
+def order_close_for_workload(workload: Workload) -> None:
+    """The scheduler's hook: the order a workload fulfilled closes when the workload ends."""
+    if workload.order_id is None:
+        return
+    atomic_with_retry(
+        order_close,
+        actor=Actor.system_actor("orders"),
+        order_id=workload.order_id,
+        reason=f"workload {workload.name} {workload.status}",
+    )

@@ -19,7 +19,7 @@ from events.types import DomainEvent
 from inventory.models import Cluster, GpuModel, Node
 from neocloud.errors import ValidationFailed
 from scheduler import events as ev
-from scheduler import triggers
+from scheduler import hooks, triggers
 from scheduler.errors import QuotaExceeded, ReservationConflict, Unschedulable, WorkloadFinished
 from scheduler.models import (
     FINAL_STATUSES,
@@ -364,7 +364,9 @@ def workload_cancel(*, actor: Actor, workload: Workload, reason: str = "") -> Wo
             changes.append(ev.WorkloadCancelled(cluster_id=workload.cluster_id, reason=reason))
         _append_workload(actor, workload, changes)
         triggers.cycle_wanted(workload.cluster_id)
-    return Workload.objects.get(pk=workload.pk)
+        ended = Workload.objects.get(pk=workload.pk)
+        hooks.workload_ended(ended)
+    return ended
 
 
 def _locked(workload_id: uuid.UUID) -> Workload | None:
@@ -451,6 +453,8 @@ def run_ended(*, actor: Actor, workload: Workload, reason: str, message: str) ->
     _append_workload(actor, workload, [_released(workload, reason, message, status)])
     triggers.drain_check([p["node_id"] for p in allocation.placements])
     triggers.cycle_wanted(workload.cluster_id)
+    if status in FINAL_STATUSES:
+        hooks.workload_ended(Workload.objects.get(pk=workload.pk))
     return status
 
 

@@ -142,6 +142,9 @@ class Customer:
     def get(self, path: str, role: str = Role.OWNER) -> Any:
         return client_with_key(self.keys[role]).get(path)
 
+    def client(self, role: str = Role.OWNER) -> Any:
+        return client_with_key(self.keys[role])
+
 
 def customer(build: Builder, name: str = "Acme") -> Customer:
     owner = build.user()
