@@ -1,8 +1,8 @@
 """Shared fixtures.
 
-The log's triggers reject TRUNCATE, which is how Django empties the database after a
-transactional test. Tests may lift them for that one flush: the trigger is disabled by a
-schema change (the table owner's privilege) around the TRUNCATE and enabled again at once.
+The log's triggers reject TRUNCATE (PostgreSQL) and DELETE (SQLite), which is how Django
+empties the database after a transactional test. Tests may lift them for that one flush: the
+trigger is disabled, or dropped, around it and restored at once.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.backends.postgresql.operations import DatabaseOperations
+from django.db.backends.sqlite3.operations import (
+    DatabaseOperations as SqliteOperations,
+)
 
 from tests.builders import Builder
 
@@ -31,9 +34,25 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
             "ALTER TABLE events_event ENABLE TRIGGER events_event_no_truncate",
         ]
 
+    sqlite_original = SqliteOperations.sql_flush
+
+    def sqlite_flush(self: SqliteOperations, style: Any, tables: Any, **kwargs: Any) -> list[str]:
+        """The embedded default has a DELETE trigger instead: dropped and made again."""
+        statements = sqlite_original(self, style, tables, **kwargs)
+        if "events_event" not in tables:
+            return statements
+        return [
+            "DROP TRIGGER events_event_no_delete",
+            *statements,
+            "CREATE TRIGGER events_event_no_delete BEFORE DELETE ON events_event"
+            " BEGIN SELECT RAISE(ABORT, 'events_event is append-only: DELETE rejected'); END",
+        ]
+
     DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign,assignment]
+    SqliteOperations.sql_flush = sqlite_flush  # type: ignore[method-assign,assignment]
     yield
     DatabaseOperations.sql_flush = original  # type: ignore[method-assign]
+    SqliteOperations.sql_flush = sqlite_original  # type: ignore[method-assign]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -142,3 +142,46 @@ def test_the_eventstore_benchmark_prints_its_figures_as_json() -> None:
     assert figures["figures"]["catchup_events"] >= 1000
     assert figures["figures"]["replay_events"] == figures["log_events"]
     assert figures["peak_rss_mb"] > 0
+
+
+@pytest.mark.smoke
+@pytest.mark.django_db(transaction=True)
+def test_demo_job_is_scheduled_runs_and_succeeds_on_the_embedded_default(  # type: ignore[no-untyped-def]
+    settings, tmp_path
+) -> None:
+    """What the README's demo shows: a job submitted with the demo key runs on the demo fleet
+    and finishes, with tasks and cycles in process."""
+    from neocloud.celery import app as celery_app
+    from scheduler import scheduling, tasks
+    from tests.builders import client_with_key
+
+    settings.EMBEDDED = True
+    settings.VAR_DIR = tmp_path
+    settings.SIMULATED_STEP_DELAY_S = 0
+    saved = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    scheduling.forget()
+    try:
+        call_command("demo_setup")
+        client = client_with_key((tmp_path / "demo-api-key.txt").read_text().strip())
+        project = client.get("/api/v1/projects").json()["results"][0]["id"]
+        response = client.post(
+            "/api/v1/workloads",
+            {
+                "project": project,
+                "name": "hello-gpu",
+                "gpu_models": ["h100-sxm5-80gb"],
+                "gpus_per_node": 2,
+                "runtime_estimate_s": 0.2,
+            },
+            format="json",
+        )
+        assert response.status_code == 201, response.json()
+        url = f"/api/v1/workloads/{response.json()['id']}"
+        assert client.get(url).json()["status"] == "running"
+        time.sleep(0.3)
+        tasks.tick()
+        assert client.get(url).json()["status"] == "succeeded"
+    finally:
+        celery_app.conf.task_always_eager = saved
+        scheduling.forget()
