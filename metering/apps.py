@@ -6,3 +6,10 @@ class MeteringConfig(AppConfig):
 
     name = "metering"
     verbose_name = "Metering"
+
+    def ready(self) -> None:
+        # A spent organization budget with a hard stop refuses new orders.
+        from metering.services import budget_refusal
+        from orders.hooks import register_payment_check
+
+        register_payment_check(budget_refusal)

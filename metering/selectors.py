@@ -1,0 +1,298 @@
+"""Reading usage: totals grouped by any dimensions over a window, open allocations included.
+
+A window ``[start, end)`` takes three parts, all by the rule of ``metering.intervals``:
+closed day slices wholly inside it (summed by the database), slices it cuts (at most the two
+days at its edges, clipped here), and allocations still open, metered up to
+``min(now, end)`` on the fly (nothing is written for "now"). The open part is as fresh as the
+usage consumer: an allocation released after its checkpoint still counts as open.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q, QuerySet, Sum
+from django.utils.dateparse import parse_date, parse_datetime
+
+from inventory.models import Cluster
+from metering.intervals import day_slices, from_us, gpu_seconds, metered, month_of, to_us
+from metering.models import Budget, BudgetAlert, OpenAllocation, UsageSlice
+from neocloud.errors import ValidationFailed
+
+# The dimensions a caller may group by, and the column each is read from ("region" from the
+# cluster, resolved when read: the fleet may be renamed, the log may not).
+DIMENSIONS: dict[str, str] = {
+    "organization": "organization_id",
+    "project": "project_id",
+    "offering": "offering",
+    "gpu_model": "gpu_model",
+    "price_plan": "price_plan",
+    "region": "cluster_id",
+    "workload": "workload_id",
+    "day": "day",
+}
+ALLOCATION = "allocation"  # for billing's lines only
+COLUMNS = {**DIMENSIONS, ALLOCATION: "allocation_id"}
+MAX_DAILY_DAYS = 400
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    """A checked request for usage."""
+
+    start: datetime
+    end: datetime
+    group_by: tuple[str, ...]
+    organization_id: UUID | None = None
+    project_id: UUID | None = None
+
+
+def check_usage_query(
+    params: Mapping[str, str], *, now: datetime, group_by_allowed: bool = True
+) -> UsageQuery:
+    """Validate untrusted query parameters; ``from``/``to`` default to the current UTC
+    month, a date alone means its UTC midnight, a time without an offset is UTC."""
+    errors: dict[str, list[str]] = {}
+    group_by: tuple[str, ...] = ()
+    if group_by_allowed and params.get("group_by"):
+        group_by = tuple(part.strip() for part in params["group_by"].split(","))
+        unknown = [g for g in group_by if g not in DIMENSIONS]
+        if unknown:
+            errors["group_by"] = [
+                f"unknown dimension {', '.join(unknown)}; known: {', '.join(DIMENSIONS)}"
+            ]
+        elif len(set(group_by)) != len(group_by):
+            errors["group_by"] = ["a dimension is named twice"]
+    month_start, month_end = month_of(now)
+    start = _instant(params, "from", month_start, errors)
+    end = _instant(params, "to", month_end, errors)
+    if "from" not in errors and "to" not in errors and start >= end:
+        errors["to"] = ["must be after from"]
+    scope = {name: _uuid(params, name, errors) for name in ("organization", "project")}
+    if errors:
+        raise ValidationFailed("invalid usage query", fields=errors)
+    return UsageQuery(
+        start=start,
+        end=end,
+        group_by=group_by,
+        organization_id=scope["organization"],
+        project_id=scope["project"],
+    )
+
+
+def _instant(
+    params: Mapping[str, str], name: str, default: datetime, errors: dict[str, list[str]]
+) -> datetime:
+    raw = params.get(name)
+    if not raw:
+        return default
+    try:
+        parsed = parse_datetime(raw)
+        if parsed is None:
+            day = parse_date(raw)
+            parsed = datetime.combine(day, time(), tzinfo=UTC) if day else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        errors[name] = ["expected an ISO 8601 date or date-time"]
+        return default
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if not datetime(1970, 1, 1, tzinfo=UTC) <= parsed <= datetime(9000, 1, 1, tzinfo=UTC):
+        errors[name] = ["out of range"]
+        return default
+    return parsed
+
+
+def _uuid(params: Mapping[str, str], name: str, errors: dict[str, list[str]]) -> UUID | None:
+    raw = params.get(name)
+    if not raw:
+        return None
+    try:
+        return UUID(raw)
+    except ValueError:
+        errors[name] = ["expected a UUID"]
+        return None
+
+
+def usage_by(
+    *,
+    slices: QuerySet[UsageSlice],
+    open_allocations: QuerySet[OpenAllocation],
+    start: datetime,
+    end: datetime,
+    group_by: Sequence[str],
+    now: datetime,
+) -> dict[Key, int]:
+    """Milli-GPU-seconds in ``[start, end)`` per key (one value per name of ``group_by``, in
+    its order; ``region`` still a cluster id: see ``with_regions``)."""
+    columns = [COLUMNS[name] for name in group_by]
+    totals: dict[Key, int] = defaultdict(int)
+    inside = Q(start_at__gte=start, end_at__lte=end)
+    whole = slices.filter(inside).order_by()
+    if columns:
+        for *key, total in whole.values_list(*columns).annotate(total=Sum("milli_gpu_seconds")):
+            totals[tuple(key)] += total
+    else:
+        total = whole.aggregate(total=Sum("milli_gpu_seconds"))["total"]
+        if total is not None:
+            totals[()] += total
+    start_us, end_us = to_us(start), to_us(end)
+    cut = slices.filter(start_at__lt=end, end_at__gt=start).exclude(inside)
+    for *key, milli, granted_at, slice_start, slice_end in cut.values_list(
+        *columns, "milli_gpus", "granted_at", "start_at", "end_at"
+    ):
+        totals[tuple(key)] += metered(
+            milli,
+            to_us(granted_at),
+            max(to_us(slice_start), start_us),
+            min(to_us(slice_end), end_us),
+        )
+    until_us = min(to_us(now), end_us)
+    day_at = group_by.index("day") if "day" in group_by else None
+    for *key, milli, granted_at in open_allocations.filter(
+        granted_at__lt=from_us(until_us)
+    ).values_list(
+        *(c if c != "day" else "granted_at" for c in columns), "milli_gpus", "granted_at"
+    ):
+        granted_us = to_us(granted_at)
+        for day, piece_start, piece_end in day_slices(max(granted_us, start_us), until_us):
+            if day_at is not None:
+                key[day_at] = day
+            totals[tuple(key)] += metered(milli, granted_us, piece_start, piece_end)
+    return dict(totals)
+
+
+def with_regions(totals: dict[Key, int], group_by: Sequence[str]) -> dict[Key, int]:
+    """Replace the cluster id at ``region``'s place by the cluster's region slug (None for a
+    cluster no longer known), merging clusters of one region."""
+    if "region" not in group_by:
+        return totals
+    at = group_by.index("region")
+    region_of = dict(
+        Cluster.objects.filter(id__in={key[at] for key in totals}).values_list("id", "region__slug")
+    )
+    merged: dict[Key, int] = defaultdict(int)
+    for key, total in totals.items():
+        merged[(*key[:at], region_of.get(key[at]), *key[at + 1 :])] += total
+    return dict(merged)
+
+
+def usage_rows(
+    *,
+    slices: QuerySet[UsageSlice],
+    open_allocations: QuerySet[OpenAllocation],
+    query: UsageQuery,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """One row per group, in key order: the dimensions, ``gpu_seconds`` (a decimal string)
+    and ``milli_gpu_seconds``."""
+    slices, open_allocations = _filtered(slices, open_allocations, query)
+    totals = with_regions(
+        usage_by(
+            slices=slices,
+            open_allocations=open_allocations,
+            start=query.start,
+            end=query.end,
+            group_by=query.group_by,
+            now=now,
+        ),
+        query.group_by,
+    )
+    rows = []
+    for key in sorted(totals, key=lambda k: tuple("" if v is None else str(v) for v in k)):
+        row: dict[str, Any] = {
+            name: _shown(value) for name, value in zip(query.group_by, key, strict=True)
+        }
+        row["gpu_seconds"] = gpu_seconds(totals[key])
+        row["milli_gpu_seconds"] = totals[key]
+        rows.append(row)
+    return rows
+
+
+def usage_daily(
+    *,
+    slices: QuerySet[UsageSlice],
+    open_allocations: QuerySet[OpenAllocation],
+    query: UsageQuery,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Every UTC day the window touches, in order, with its usage (zero included): a chart's
+    series."""
+    if query.end - query.start > timedelta(days=MAX_DAILY_DAYS):
+        raise ValidationFailed(
+            f"a daily series spans at most {MAX_DAILY_DAYS} days",
+            fields={"to": [f"at most {MAX_DAILY_DAYS} days after from"]},
+        )
+    slices, open_allocations = _filtered(slices, open_allocations, query)
+    totals = usage_by(
+        slices=slices,
+        open_allocations=open_allocations,
+        start=query.start,
+        end=query.end,
+        group_by=("day",),
+        now=now,
+    )
+    day = query.start.astimezone(UTC).date()
+    last = (query.end - timedelta(microseconds=1)).astimezone(UTC).date()
+    series = []
+    while day <= last:
+        total = totals.get((day,), 0)
+        series.append(
+            {"day": day.isoformat(), "gpu_seconds": gpu_seconds(total), "milli_gpu_seconds": total}
+        )
+        day += timedelta(days=1)
+    return series
+
+
+def _filtered(
+    slices: QuerySet[UsageSlice], open_allocations: QuerySet[OpenAllocation], query: UsageQuery
+) -> tuple[QuerySet[UsageSlice], QuerySet[OpenAllocation]]:
+    narrow: dict[str, UUID] = {}
+    if query.organization_id:
+        narrow["organization_id"] = query.organization_id
+    if query.project_id:
+        narrow["project_id"] = query.project_id
+    return slices.filter(**narrow), open_allocations.filter(**narrow)
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value if value != "" else None
+
+
+def month_usage(*, organization_id: UUID, project_id: UUID | None, now: datetime) -> int:
+    """Milli-GPU-seconds of the UTC month of ``now`` so far, of an organization or one of its
+    projects."""
+    narrow: dict[str, UUID] = {"organization_id": organization_id}
+    if project_id is not None:
+        narrow["project_id"] = project_id
+    start, end = month_of(now)
+    totals = usage_by(
+        slices=UsageSlice.objects.filter(**narrow),
+        open_allocations=OpenAllocation.objects.filter(**narrow),
+        start=start,
+        end=end,
+        group_by=(),
+        now=now,
+    )
+    return totals.get((), 0)
+
+
+def budget_alerts(budget: Budget, month: str) -> set[int]:
+    """The thresholds of ``budget`` already recorded in ``month``."""
+    return set(
+        BudgetAlert.objects.filter(budget_id=budget.id, month=month).values_list(
+            "threshold_percent", flat=True
+        )
+    )

@@ -1,0 +1,97 @@
+"""API shapes of usage reports and budgets."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from drf_spectacular.utils import extend_schema_field, inline_serializer
+from rest_framework import serializers
+
+from metering import selectors
+from metering.models import Budget
+from metering.services import MILLI_GPU_SECONDS_PER_GPU_HOUR
+from tenants.models import Organization, Project
+
+# Declared with inline_serializer: "from" is a Python keyword.
+UsageRowSerializer = inline_serializer(
+    "UsageRow",
+    many=True,
+    fields={
+        **{
+            name: serializers.CharField(
+                required=False, allow_null=True, help_text="Present when grouped by it."
+            )
+            for name in selectors.DIMENSIONS
+        },
+        "gpu_seconds": serializers.CharField(help_text="Decimal string, exact to the milli."),
+        "milli_gpu_seconds": serializers.IntegerField(),
+    },
+)
+UsageReportSerializer = inline_serializer(
+    "UsageReport",
+    fields={
+        "from": serializers.DateTimeField(),
+        "to": serializers.DateTimeField(),
+        "group_by": serializers.ListField(child=serializers.CharField()),
+        "results": UsageRowSerializer,
+    },
+)
+UsageDailySerializer = inline_serializer(
+    "UsageDaily",
+    fields={
+        "from": serializers.DateTimeField(),
+        "to": serializers.DateTimeField(),
+        "days": inline_serializer(
+            "UsageDay",
+            many=True,
+            fields={
+                "day": serializers.DateField(),
+                "gpu_seconds": serializers.CharField(),
+                "milli_gpu_seconds": serializers.IntegerField(),
+            },
+        ),
+    },
+)
+
+
+class BudgetSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    organization = serializers.UUIDField(source="organization_id")
+    project = serializers.UUIDField(source="project_id", allow_null=True)
+    gpu_hours = serializers.SerializerMethodField()
+    month_used_milli_gpu_seconds = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Budget
+        fields = [
+            "id",
+            "organization",
+            "project",
+            "gpu_hours",
+            "limit_milli_gpu_seconds",
+            "hard_stop",
+            "month_used_milli_gpu_seconds",
+            "updated_at",
+        ]
+
+    @extend_schema_field(serializers.CharField(help_text="Decimal string"))
+    def get_gpu_hours(self, budget: Budget) -> str:
+        return f"{Decimal(budget.limit_milli_gpu_seconds) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"
+
+    @extend_schema_field(serializers.IntegerField(help_text="This UTC month so far"))
+    def get_month_used_milli_gpu_seconds(self, budget: Budget) -> int:
+        return selectors.month_usage(
+            organization_id=budget.organization_id,
+            project_id=budget.project_id,
+            now=self.context["now"],
+        )
+
+
+class BudgetSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.all())
+    project = serializers.PrimaryKeyRelatedField(
+        queryset=Project.objects.all(), required=False, allow_null=True
+    )
+    gpu_hours = serializers.DecimalField(
+        max_digits=15, decimal_places=3, min_value=Decimal("0.001")
+    )
+    hard_stop = serializers.BooleanField(default=False)
