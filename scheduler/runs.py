@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -30,11 +31,16 @@ logger = logging.getLogger(__name__)
 ACTOR = Actor.system_actor("runs")
 
 
+Pair = tuple[uuid.UUID, uuid.UUID]  # (workload, allocation)
+
+
 @dataclass(frozen=True)
 class Next:
-    """What the caller should do next: look again in ``check_in_s`` seconds (None: nothing)."""
+    """What the caller should do next: look again in ``check_in_s`` seconds (None: nothing),
+    or try the start again (the driver failed in a way worth retrying)."""
 
     check_in_s: float | None = None
+    start_again: bool = False
 
 
 def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
@@ -48,69 +54,94 @@ def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
     )
 
 
-def run_start(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Next:
-    """Provision the run and mark it running."""
+def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
+    """Provision runs and mark them running. The runs of a batch share their transactions
+    (one before the driver's calls, one after), so a cycle's grants cost a few commits."""
+    outcome: dict[Pair, Next] = {}
+    to_start: list[tuple[Pair, WorkloadRun]] = []
     with transaction.atomic():
-        workload = services.run_holder(workload_id, allocation_id)
-        if workload is None:
-            return Next()  # released meanwhile
-        if workload.cancel_requested:
-            services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
-            return Next()
-        if workload.status == WorkloadStatus.RUNNING:
-            return _next_check(workload)  # started before this delivery
-        allocation = Allocation.objects.get(pk=allocation_id)
-        if workload.status == WorkloadStatus.SCHEDULED:
-            services.run_provisioning(
-                actor=ACTOR, workload=workload, placements=list(allocation.placements)
-            )
-    run = _run_of(workload, allocation)
-    try:
-        details = driver().workload_start(run, idempotency_key=f"{allocation_id}:start")
-    except StepFailed as failure:
-        if failure.retryable:
-            raise
-        return _end(workload_id, allocation_id, "failed", str(failure))
+        for pair in pairs:
+            workload = services.run_holder(*pair)
+            if workload is None:
+                outcome[pair] = Next()  # released meanwhile
+            elif workload.cancel_requested:
+                services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
+                outcome[pair] = Next()
+            elif workload.status == WorkloadStatus.RUNNING:
+                outcome[pair] = _next_check(workload)  # started before this delivery
+            else:
+                allocation = Allocation.objects.get(pk=pair[1])
+                if workload.status == WorkloadStatus.SCHEDULED:
+                    services.run_provisioning(
+                        actor=ACTOR, workload=workload, placements=list(allocation.placements)
+                    )
+                to_start.append((pair, _run_of(workload, allocation)))
+    started: list[tuple[Pair, dict[str, str]]] = []
+    refused: list[tuple[Pair, str]] = []
+    for pair, run in to_start:
+        try:
+            started.append((pair, driver().workload_start(run, idempotency_key=f"{pair[1]}:start")))
+        except StepFailed as failure:
+            if failure.retryable:
+                outcome[pair] = Next(start_again=True)
+            else:
+                refused.append((pair, str(failure)))
     with transaction.atomic():
-        workload = services.run_holder(workload_id, allocation_id)
-        if workload is None:
-            return Next()
-        if workload.status != WorkloadStatus.RUNNING:
-            services.run_started(actor=ACTOR, workload=workload, details=details)
-            workload.refresh_from_db()
-        return _next_check(workload)
+        for pair, details in started:
+            workload = services.run_holder(*pair)
+            if workload is None:
+                outcome[pair] = Next()
+                continue
+            if workload.status != WorkloadStatus.RUNNING:
+                services.run_started(actor=ACTOR, workload=workload, details=details)
+                workload.refresh_from_db()
+            outcome[pair] = _next_check(workload)
+        for pair, message in refused:
+            outcome[pair] = _end(pair, "failed", message)
+    return outcome
 
 
-def run_check(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Next:
-    """Ask the driver how the run goes; end it when it ended or overran its maximum."""
-    workload = Workload.objects.filter(pk=workload_id).first()
-    if (
-        workload is None
-        or str(workload.allocation_id) != str(allocation_id)
-        or workload.status != WorkloadStatus.RUNNING
-        or workload.started_at is None
-    ):
-        return Next()
+def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
+    """Ask the driver how runs go; end those that ended or overran their maximum (together,
+    in one transaction)."""
+    outcome: dict[Pair, Next] = {}
+    ending: list[tuple[Pair, str, str]] = []
     now = timezone.now()
-    allocation = Allocation.objects.get(pk=allocation_id)
-    state = driver().workload_poll(
-        _run_of(workload, allocation),
-        started_at=workload.started_at.timestamp(),
-        now=now.timestamp(),
-    )
-    if state.outcome is not RunOutcome.RUNNING:
-        return _end(workload_id, allocation_id, state.outcome.value, state.message)
-    if workload.max_runtime_s is not None and now >= workload.started_at + timedelta(
-        seconds=workload.max_runtime_s
-    ):
-        run_stop(workload_id, allocation_id)
-        return _end(
-            workload_id,
-            allocation_id,
-            "max_runtime",
-            f"stopped after its maximum runtime of {workload.max_runtime_s:g} s",
+    for pair in pairs:
+        workload = Workload.objects.filter(pk=pair[0]).first()
+        if (
+            workload is None
+            or str(workload.allocation_id) != str(pair[1])
+            or workload.status != WorkloadStatus.RUNNING
+            or workload.started_at is None
+        ):
+            outcome[pair] = Next()
+            continue
+        allocation = Allocation.objects.get(pk=pair[1])
+        state = driver().workload_poll(
+            _run_of(workload, allocation),
+            started_at=workload.started_at.timestamp(),
+            now=now.timestamp(),
         )
-    return _next_check(workload)
+        if state.outcome is not RunOutcome.RUNNING:
+            ending.append((pair, state.outcome.value, state.message))
+        elif workload.max_runtime_s is not None and now >= workload.started_at + timedelta(
+            seconds=workload.max_runtime_s
+        ):
+            run_stop(*pair)
+            ending.append(
+                (
+                    pair,
+                    "max_runtime",
+                    f"stopped after its maximum runtime of {workload.max_runtime_s:g} s",
+                )
+            )
+        else:
+            outcome[pair] = _next_check(workload)
+    with transaction.atomic():
+        for pair, reason, message in ending:
+            outcome[pair] = _end(pair, reason, message)
+    return outcome
 
 
 def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
@@ -122,9 +153,9 @@ def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     driver().workload_stop(_run_of(workload, allocation), idempotency_key=f"{allocation_id}:stop")
 
 
-def _end(workload_id: uuid.UUID, allocation_id: uuid.UUID, reason: str, message: str) -> Next:
+def _end(pair: Pair, reason: str, message: str) -> Next:
     with transaction.atomic():
-        workload = services.run_holder(workload_id, allocation_id)
+        workload = services.run_holder(*pair)
         if workload is not None:
             services.run_ended(actor=ACTOR, workload=workload, reason=reason, message=message)
     return Next()

@@ -134,6 +134,7 @@ class ClusterState:
     view: ClusterView
     engine: Scheduler
     reasons: dict[str, PendingReason] = field(default_factory=dict)  # as written last
+    reasons_refreshed: float = 0.0  # monotonic time of the last full write of reasons
     stale: bool = False  # something only a rebuild reads changed
 
     @classmethod
@@ -235,10 +236,15 @@ _locks: dict[uuid.UUID, threading.Lock] = {}
 LOCK_CLASS = 7001  # advisory lock class of cluster cycles (two-key space: apart from others)
 
 
+class Busy(Exception):
+    """Another process of this holder is in a cycle of the cluster right now."""
+
+
 @contextmanager
 def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
     """One cycle of a cluster at a time: across threads here, and across the processes of a
-    worker, which share its name as lease holder."""
+    worker, which share its name as lease holder. Raises ``Busy`` rather than wait: the
+    caller asks again after the running cycle, which may have read the log too early."""
     with _locks_guard:
         lock = _locks.setdefault(cluster_id, threading.Lock())
     with lock:
@@ -247,7 +253,10 @@ def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
             return
         key = [LOCK_CLASS, int.from_bytes(cluster_id.bytes[:4], "big", signed=True)]
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s, %s)", key)
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+            row = cursor.fetchone()
+        if not (row and row[0]):
+            raise Busy(str(cluster_id))
         try:
             yield
         finally:
@@ -256,7 +265,8 @@ def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
 
 
 def cycle_run(cluster_id: uuid.UUID, holder: str | None = None) -> CycleResult:
-    """One cycle of the cluster if this process holds (or can take) its lease."""
+    """One cycle of the cluster if this process holds (or can take) its lease; ``Busy`` if
+    another process of the holder is in one."""
     with _serialised(cluster_id):
         return _cycle(cluster_id, holder or holder_name())
 
@@ -392,15 +402,23 @@ def _applied(state: ClusterState, decisions: Decisions, changes: Iterable[Domain
         view.waiting.pop(allocation.workload, None)
 
 
+REASONS_REFRESH_S = 1.0  # changed figures of known waits are written at most this often
+
+
 @transaction.atomic
 def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) -> None:
-    """Keep ``WorkloadWait`` to the reasons of this cycle, writing only what changed. A cache
-    of the last cycle, not the log's: written after the decisions, in its own transaction."""
+    """Keep ``WorkloadWait`` to the reasons of this cycle. A cache of the last cycle, not the
+    log's: written after the decisions, in its own transaction. New waits and ended ones are
+    written every cycle; changed figures of known waits at most every ``REASONS_REFRESH_S``
+    (thousands of waits change figures every cycle)."""
     gone = [w for w in state.reasons if w not in decisions.pending]
     if gone:
         WorkloadWait.objects.filter(workload_id__in=gone).delete()
         for workload in gone:
             del state.reasons[workload]
+    refresh = time.monotonic() - state.reasons_refreshed >= REASONS_REFRESH_S
+    if refresh:
+        state.reasons_refreshed = time.monotonic()
     changed = [
         WorkloadWait(
             workload_id=uuid.UUID(workload),
@@ -411,7 +429,7 @@ def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) ->
             updated_at=now,
         )
         for workload, reason in decisions.pending.items()
-        if state.reasons.get(workload) != reason
+        if workload not in state.reasons or (refresh and state.reasons[workload] != reason)
     ]
     if changed:
         WorkloadWait.objects.bulk_create(

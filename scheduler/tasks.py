@@ -16,10 +16,11 @@ delayed tasks (eager tasks cannot wait).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import redis
-from celery import Task, shared_task
+from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_shutting_down
 from django.conf import settings
 
@@ -80,7 +81,11 @@ def schedule_cluster(cluster_id: str, forwarded: bool = False) -> int:
     cluster = uuid.UUID(cluster_id)
     if not _eager():
         _broker().delete(_asked(cluster))
-    result = scheduling.cycle_run(cluster)
+    try:
+        result = scheduling.cycle_run(cluster)
+    except scheduling.Busy:
+        cycle_dispatch(cluster)  # another process of this worker is in a cycle: one after it
+        return 0
     if not result.ran and result.holder and not forwarded:
         schedule_cluster.apply_async((cluster_id, True), queue=f"scheduler.{result.holder}")
         schedule_cluster.apply_async(
@@ -89,7 +94,7 @@ def schedule_cluster(cluster_id: str, forwarded: bool = False) -> int:
     return result.granted
 
 
-RUNS_PER_TASK = 8  # grants of a cycle go out in tasks of this many: fewer messages, still spread
+RUNS_PER_TASK = 8  # grants of a cycle go out in tasks of this many: fewer commits, still spread
 
 
 def runs_start_dispatch(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
@@ -102,50 +107,32 @@ def run_stop_dispatch(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     run_stop.delay(str(workload_id), str(allocation_id))
 
 
-def _check_later(workload_id: str, allocation_id: str, next_: runs.Next) -> None:
-    if next_.check_in_s is not None and not _eager():
-        run_check.apply_async((workload_id, allocation_id), countdown=next_.check_in_s)
+def _pairs(raw: Sequence[Sequence[str]]) -> list[runs.Pair]:
+    return [(uuid.UUID(w), uuid.UUID(a)) for w, a in raw]
 
 
-@shared_task(
-    bind=True,
-    name="scheduler.run_start",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    max_retries=5,
-    default_retry_delay=1,
-    ignore_result=True,
-)
-def run_start(self: Task[[str, str], None], workload_id: str, allocation_id: str) -> None:
-    from inventory.drivers import StepFailed
-
-    try:
-        next_ = runs.run_start(uuid.UUID(workload_id), uuid.UUID(allocation_id))
-    except StepFailed as failure:
-        if self.request.is_eager:
-            return  # the tick starts it again
-        raise self.retry(exc=failure) from failure
-    _check_later(workload_id, allocation_id, next_)
+def _follow_up(outcome: dict[runs.Pair, runs.Next]) -> None:
+    """Starts to try again, and checks when the earliest run is due (in process, the tick
+    checks instead: eager tasks cannot wait)."""
+    again = [(str(w), str(a)) for (w, a), n in outcome.items() if n.start_again]
+    if again:
+        runs_start.apply_async((again,), countdown=1)
+    due = {(str(w), str(a)): n.check_in_s for (w, a), n in outcome.items()}
+    waiting = {pair: s for pair, s in due.items() if s is not None}
+    if waiting and not _eager():
+        runs_check.apply_async((list(waiting),), countdown=min(waiting.values()))
 
 
 @shared_task(name="scheduler.runs_start", acks_late=True, ignore_result=True)
-def runs_start(pairs: list[tuple[str, str]]) -> None:
-    """Start several runs; one that fails to start retries on its own task."""
-    from inventory.drivers import StepFailed
-
-    for workload_id, allocation_id in pairs:
-        try:
-            next_ = runs.run_start(uuid.UUID(workload_id), uuid.UUID(allocation_id))
-        except StepFailed:
-            run_start.apply_async((workload_id, allocation_id), countdown=1)
-            continue
-        _check_later(workload_id, allocation_id, next_)
+def runs_start(pairs: Sequence[Sequence[str]]) -> None:
+    """Start a batch of granted runs."""
+    _follow_up(runs.runs_start(_pairs(pairs)))
 
 
-@shared_task(name="scheduler.run_check", acks_late=True, ignore_result=True)
-def run_check(workload_id: str, allocation_id: str) -> None:
-    next_ = runs.run_check(uuid.UUID(workload_id), uuid.UUID(allocation_id))
-    _check_later(workload_id, allocation_id, next_)
+@shared_task(name="scheduler.runs_check", acks_late=True, ignore_result=True)
+def runs_check(pairs: Sequence[Sequence[str]]) -> None:
+    """End the runs of a batch that ended; look again at the others when they are due."""
+    _follow_up(runs.runs_check(_pairs(pairs)))
 
 
 @shared_task(name="scheduler.run_stop", acks_late=True, ignore_result=True)
@@ -158,10 +145,10 @@ def tick() -> None:
     """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of
     every cluster, and runs started again or checked where nobody else will."""
     to_start, overdue = runs.runs_reconcile()
-    for workload_id, allocation_id in to_start:
-        run_start.delay(str(workload_id), str(allocation_id))
-    for workload_id, allocation_id in overdue:
-        runs.run_check(workload_id, allocation_id)
+    if to_start:
+        runs_start.delay([(str(w), str(a)) for w, a in to_start])
+    if overdue:
+        runs.runs_check(overdue)
     if _eager():
         scheduling.cycle_request_all()
         return

@@ -13,9 +13,6 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.backends.postgresql.operations import DatabaseOperations
-from django.db.backends.sqlite3.operations import (
-    DatabaseOperations as SqliteOperations,
-)
 
 from tests.builders import Builder
 
@@ -33,6 +30,8 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
             *statements,
             "ALTER TABLE events_event ENABLE TRIGGER events_event_no_truncate",
         ]
+
+    from django.db.backends.sqlite3.base import DatabaseOperations as SqliteOperations
 
     sqlite_original = SqliteOperations.sql_flush
 
