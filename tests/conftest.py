@@ -31,11 +31,13 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
             "ALTER TABLE events_event ENABLE TRIGGER events_event_no_truncate",
         ]
 
-    from django.db.backends.sqlite3.base import DatabaseOperations as SqliteOperations
+    from django.db.backends.sqlite3 import base as sqlite
+
+    SqliteOperations = sqlite.DatabaseWrapper.ops_class
 
     sqlite_original = SqliteOperations.sql_flush
 
-    def sqlite_flush(self: SqliteOperations, style: Any, tables: Any, **kwargs: Any) -> list[str]:
+    def sqlite_flush(self: Any, style: Any, tables: Any, **kwargs: Any) -> list[str]:
         """The embedded default has a DELETE trigger instead: dropped and made again."""
         statements = sqlite_original(self, style, tables, **kwargs)
         if "events_event" not in tables:
@@ -48,7 +50,7 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
         ]
 
     DatabaseOperations.sql_flush = sql_flush  # type: ignore[method-assign,assignment]
-    SqliteOperations.sql_flush = sqlite_flush  # type: ignore[method-assign,assignment]
+    SqliteOperations.sql_flush = sqlite_flush  # type: ignore[method-assign]
     yield
     DatabaseOperations.sql_flush = original  # type: ignore[method-assign]
     SqliteOperations.sql_flush = sqlite_original  # type: ignore[method-assign]
