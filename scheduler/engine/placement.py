@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
 
-from scheduler.engine.capacity import Capacity, Choice
+from scheduler.engine.capacity import Capacity, Choice, State
 from scheduler.engine.model import WHOLE, Node, Placement, Request, Topology
 
 # (GPUs per node, milli per GPU, nodes[, CPU milli per node]) -> weight. A shape that names
@@ -262,12 +262,13 @@ def _place_cpu_aware(
     costs: dict[tuple[int, int, int], tuple[float, float]] = {}
     next_growth: dict[str, float] = {}
     options: list[Option] = []
+    one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
     for state_id, names in capacity.classes(model):
-        free = capacity.states[state_id][0]
-        gpus = _choose_in_state(capacity, state_id, request)
-        if gpus is None:
+        state = capacity.states[state_id]
+        taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
+        if taken is None:
             continue
-        after = tuple(_after(free, gpus, request.gpu_milli))
+        free, (gpus, after) = state[0], taken
         left = sum(after)
         thresholds = _thresholds(cpus, len(free))
         for name in names:
@@ -293,6 +294,17 @@ def _place_cpu_aware(
         _, node, gpus = min(options, key=lambda o: (o[0][0], next_growth[o[0][2]], o[0]))
         return (_placement(node, gpus, request),)
     return _place_gang(options, request)
+
+
+@lru_cache(maxsize=1 << 16)
+def _taking(
+    state: State, milli: int, wanted: int, one_domain: bool
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The GPUs a request takes on a node in this GPU state and the free shares it leaves,
+    remembered from one request to the next."""
+    free, domains, shareable = state
+    gpus = _choose(free, domains, shareable, milli, wanted, one_domain)
+    return None if gpus is None else (gpus, tuple(_after(free, gpus, milli)))
 
 
 @cache
