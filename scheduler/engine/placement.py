@@ -13,19 +13,21 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from functools import cache, lru_cache
 
-from scheduler.engine.capacity import Capacity, Choice
+from scheduler.engine.capacity import Capacity, Choice, State
 from scheduler.engine.model import WHOLE, Node, Placement, Request, Topology
 
 # (GPUs per node, milli per GPU, nodes[, CPU milli per node]) -> weight. A shape that names
-# its CPU makes placement CPU-aware: a node left without that much CPU loses all its free GPU
-# to that shape (as in the ATC'23 study, where CPU strands more GPUs than GPU slivers do).
+# its CPU makes placement CPU-aware: a node's free CPU feeds only so many tasks of that shape,
+# and the free GPU beyond them is lost to it (as in the ATC'23 study, where CPU strands more
+# GPUs than GPU slivers do).
 Shapes = Mapping[tuple[int, ...], float]
 
 
 def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = None) -> float:
     """Expected milli-GPU of ``free`` that a typical workload could not use (with
-    ``cpu_free``, also because the node lacks the CPU a shape needs)."""
+    ``cpu_free``, also because the node lacks the CPU for as many tasks as its GPUs hold)."""
     total_weight = sum(shapes.values())
     if not total_weight:
         return 0.0
@@ -33,14 +35,36 @@ def fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int | None = No
     expected = 0.0
     for shape, weight in shapes.items():
         gpus, milli = shape[0], shape[1]
-        if cpu_free is not None and len(shape) > 3 and cpu_free < shape[3]:
+        tasks = len(free)  # the GPUs bound the tasks a node takes; its CPU may bound them more
+        if cpu_free is not None and len(shape) > 3 and shape[3] > 0:
+            tasks = min(tasks, cpu_free // shape[3])
+        if milli < WHOLE:  # a share of one GPU: slivers smaller than it are lost to it
+            roomy = sorted((f for f in free if f >= milli), reverse=True)
+            unusable = total_free - sum(roomy[:tasks])
+        else:  # whole GPUs in the shape's groups, as many groups as the CPU feeds
+            whole = sum(1 for f in free if f == WHOLE)
+            unusable = total_free - min(whole // gpus, tasks) * gpus * WHOLE
+        expected += weight * unusable
+    return expected / total_weight
+
+
+def _next_task_fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int) -> float:
+    """``fragmentation`` as FGD weighs it, for the next task of each shape only: all the free
+    GPU is lost to a shape that cannot land, only slivers to one that can. It breaks ties."""
+    total_weight = sum(shapes.values())
+    if not total_weight:
+        return 0.0
+    total_free = sum(free)
+    expected = 0.0
+    for shape, weight in shapes.items():
+        gpus, milli = shape[0], shape[1]
+        whole = sum(1 for f in free if f == WHOLE)
+        if (len(shape) > 3 and cpu_free < shape[3]) or (milli == WHOLE and whole < gpus):
             unusable = total_free
-        elif milli < WHOLE:  # a share of one GPU: slivers smaller than it are lost to it
+        elif milli < WHOLE:
             unusable = sum(f for f in free if f < milli)
         else:
-            whole = sum(1 for f in free if f == WHOLE)
-            # Too few whole GPUs: the shape cannot land here at all; else only slivers are lost.
-            unusable = total_free if whole < gpus else total_free - whole * WHOLE
+            unusable = total_free - whole * WHOLE
         expected += weight * unusable
     return expected / total_weight
 
@@ -257,37 +281,78 @@ def _place_cpu_aware(
 ) -> tuple[Placement, ...] | None:
     """``place`` when the typical shapes name their CPU: the cost depends on each node's CPU
     too, so nodes of one GPU state are weighed one by one. Fragmentation depends on CPU only
-    through the shapes' CPU thresholds, so costs are remembered per threshold bucket."""
-    thresholds = sorted({shape[3] for shape in shapes if len(shape) > 3})
+    through how many tasks of each shape it feeds (thresholds: multiples of the shapes' CPU),
+    so costs are remembered per threshold bucket, and fragmentation per GPU state and bucket
+    from one request to the next. Single nodes of equal growth go to the one where the next
+    task of each shape fares best (``_next_task_fragmentation``)."""
+    cpus = frozenset(shape[3] for shape in shapes if len(shape) > 3)
+    mix = tuple(shapes.items())
     cpu, memory = request.cpu_milli, request.memory_mib
     cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
-    costs: dict[tuple[int, int, int], float] = {}
+    costs: dict[tuple[int, int, int], tuple[float, float]] = {}
+    next_growth: dict[str, float] = {}
     options: list[Option] = []
+    one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
     for state_id, names in capacity.classes(model):
-        free = capacity.states[state_id][0]
-        gpus = _choose_in_state(capacity, state_id, request)
-        if gpus is None:
+        state = capacity.states[state_id]
+        taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
+        if taken is None:
             continue
-        after = _after(free, gpus, request.gpu_milli)
+        free, (gpus, after) = state[0], taken
         left = sum(after)
+        thresholds = _thresholds(cpus, len(free))
         for name in names:
             have = cpu_free[name]
             if have < cpu or memory_free[name] < memory:
                 continue
-            key = (state_id, bisect_right(thresholds, have), bisect_right(thresholds, have - cpu))
-            growth = costs.get(key)
-            if growth is None:
-                growth = costs[key] = round(
-                    fragmentation(after, shapes, have - cpu) - fragmentation(free, shapes, have),
-                    6,
+            # The lowest CPU of each bucket stands for the bucket: fragmentation is the same.
+            before = thresholds[bisect_right(thresholds, have) - 1]
+            remains = thresholds[bisect_right(thresholds, have - cpu) - 1]
+            key = (state_id, before, remains)
+            cost = costs.get(key)
+            if cost is None:
+                (now, now_next), (then, then_next) = (
+                    _fragmentation_at(free, before, mix),
+                    _fragmentation_at(after, remains, mix),
                 )
-            options.append(((growth, left, name), capacity.nodes[name], gpus))
+                cost = costs[key] = (round(then - now, 6), round(then_next - now_next, 6))
+            options.append(((cost[0], left, name), capacity.nodes[name], gpus))
+            next_growth[name] = cost[1]
     if request.nodes == 1:
         if not options:
             return None
-        _, node, gpus = min(options, key=lambda option: option[0])
+        _, node, gpus = min(options, key=lambda o: (o[0][0], next_growth[o[0][2]], o[0]))
         return (_placement(node, gpus, request),)
     return _place_gang(options, request)
+
+
+@lru_cache(maxsize=1 << 16)
+def _taking(
+    state: State, milli: int, wanted: int, one_domain: bool
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The GPUs a request takes on a node in this GPU state and the free shares it leaves,
+    remembered from one request to the next."""
+    free, domains, shareable = state
+    gpus = _choose(free, domains, shareable, milli, wanted, one_domain)
+    return None if gpus is None else (gpus, tuple(_after(free, gpus, milli)))
+
+
+@cache
+def _thresholds(cpus: frozenset[int], gpu_count: int) -> tuple[int, ...]:
+    """The free CPU levels at which a node of ``gpu_count`` GPUs feeds one task more of
+    some shape (never more tasks than GPUs matter), from 0."""
+    return tuple(sorted({0} | {cpu * tasks for cpu in cpus for tasks in range(1, gpu_count + 1)}))
+
+
+@lru_cache(maxsize=1 << 16)
+def _fragmentation_at(
+    free: tuple[int, ...], cpu_free: int, mix: tuple[tuple[tuple[int, ...], float], ...]
+) -> tuple[float, float]:
+    shapes = dict(mix)
+    return (
+        fragmentation(free, shapes, cpu_free),
+        _next_task_fragmentation(free, shapes, cpu_free),
+    )
 
 
 def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:

@@ -79,17 +79,33 @@ def first_fit_placer(order: Sequence[Node]) -> Placer:
 
 
 def random_placer(order: Sequence[Node], rng: random.Random) -> Placer:
+    """Draws among the fitting nodes in ``order``. Nodes in one GPU state take the same GPUs,
+    so each state is weighed once (and remembered), then its nodes' CPU and memory checked."""
+    position = {node.name: index for index, node in enumerate(order)}
+    taken: dict[tuple[object, ...], tuple[int, ...] | None] = {}
+
     def placer(capacity: Capacity, request: Request) -> tuple[Placement, ...] | None:
         options = []
-        for node in order:
-            if fits(capacity, node, request):
-                gpus = choose_gpus(capacity, node, request)
-                if gpus is not None:
-                    options.append((node, gpus))
+        for model in dict.fromkeys(request.gpu_models or (None,)):
+            for state_id, names in capacity.classes(model):
+                state = capacity.states[state_id]
+                kind = (state, request.gpus_per_node, request.gpu_milli, request.topology)
+                if kind not in taken:
+                    taken[kind] = choose_gpus(capacity, capacity.nodes[names[0]], request)
+                gpus = taken[kind]
+                if gpus is None:
+                    continue
+                for name in names:
+                    if (
+                        capacity.cpu_free[name] >= request.cpu_milli
+                        and capacity.memory_free[name] >= request.memory_mib
+                    ):
+                        options.append((position[name], gpus))
         if not options:
             return None
-        node, gpus = options[rng.randrange(len(options))]
-        return _placement(node, gpus, request)
+        options.sort()
+        index, gpus = options[rng.randrange(len(options))]
+        return _placement(order[index], gpus, request)
 
     return placer
 

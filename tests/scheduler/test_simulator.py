@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import WHOLE, Allocation, Node, Request, Snapshot
+from scheduler.engine.placement import fragmentation
 from scheduler.simulator import fill, timed, trace, workload
 from scheduler.simulator.placers import POLICIES, make_placer
 
@@ -116,6 +117,26 @@ def test_fill_stops_once_the_arrivals_level_is_reached() -> None:
     assert sorted(run.curve) == list(range(131))
     assert run.curve[0] == 100.0
     assert 0.0 <= run.unallocated_gpu_pct <= 100.0
+
+
+def test_typical_shapes_lose_the_gpus_a_node_cannot_feed_with_cpu() -> None:
+    """A node's CPU feeds so many tasks of a shape: the free GPU beyond them is lost to it, as
+    GPUs short of a multi-GPU shape's group are."""
+    requests = [
+        Request(id="whole", queue="q", gpus_per_node=1, cpu_milli=10_000),
+        Request(id="pair", queue="q", gpus_per_node=2, cpu_milli=4_000),
+        Request(id="share", queue="q", gpus_per_node=1, gpu_milli=400, cpu_milli=5_000),
+    ]
+    shapes = fill.typical_shapes(requests)
+    assert shapes == {(1, 400, 1, 5_000): 1.0, (1, 1000, 1, 10_000): 1.0, (2, 1000, 1, 4_000): 1.0}
+    free = [WHOLE, WHOLE, WHOLE, 500]
+
+    # Plenty of CPU: the pair loses the odd whole GPU and the half one; the share loses nothing.
+    assert fragmentation(free, shapes, 100_000) == pytest.approx((500 + 1500 + 0) / 3)
+    # 12 cores: one whole task, one pair, two shares (on the roomiest GPUs).
+    assert fragmentation(free, shapes, 12_000) == pytest.approx((2500 + 1500 + 1500) / 3)
+    # 3 cores: nothing lands.
+    assert fragmentation(free, shapes, 3_000) == pytest.approx(3500)
 
 
 def test_fill_is_deterministic_per_seed_and_reports_every_policy() -> None:
