@@ -4,7 +4,8 @@ the shapes it is usually asked for.
 Fragmentation, after Weng et al. (ATC'23, "fragmentation gradient descent"): for a node, the
 free GPU capacity that the typical shapes cannot use, weighted by how often each shape is
 asked for. Among the nodes a workload fits, the engine picks the one whose fragmentation grows
-least; ties go to the node left fuller (packing), then to the name, so decisions are
+least; ties go to the node whose fragmentation for the next task alone (FGD's own measure)
+grows least, then to the node left fuller (packing), then to the name, so decisions are
 deterministic. Random, first-fit and best-fit placers live in ``scheduler.simulator`` to compare.
 """
 
