@@ -6,3 +6,9 @@ class BillingConfig(AppConfig):
 
     name = "billing"
     verbose_name = "Billing"
+
+    def ready(self) -> None:
+        from billing import services
+        from orders import hooks
+
+        hooks.register_payment_check(services.payment_refusal)

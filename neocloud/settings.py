@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from celery.schedules import crontab
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NEOCLOUD_VAR_DIR", BASE_DIR / "var"))
@@ -158,6 +159,12 @@ CELERY_BEAT_SCHEDULE = {
     "provisioning-reconcile": {"task": "inventory.reconcile_provisioning", "schedule": 60.0},
     "heartbeat-check": {"task": "inventory.check_heartbeats", "schedule": 15.0},
     "scheduler-tick": {"task": "scheduler.tick", "schedule": 5.0},
+    # Closes the previous month on the 1st (any later day too: closing twice changes nothing).
+    "billing-close-period": {
+        "task": "billing.close_previous_period",
+        "schedule": crontab(minute=30, hour=0, day_of_month="1-3"),
+    },
+    "billing-collect": {"task": "billing.collect_due", "schedule": 600.0},
 }
 
 # --- Event store ----------------------------------------------------------------------------
@@ -187,10 +194,23 @@ SCHEDULER_DEBOUNCE_S = float(os.environ.get("SCHEDULER_DEBOUNCE_S", "0.05"))
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 
-# --- Stripe (filled in by the billing issue) ------------------------------------------------
+# --- Billing and Stripe ---------------------------------------------------------------------
+# Stripe: STRIPE_API_BASE (e.g. localstripe) or STRIPE_MOCK_URL (stripe-mock) point the SDK at a
+# local server; with neither and no STRIPE_API_KEY, payments are simulated in process.
 STRIPE_API_KEY = os.environ.get("STRIPE_API_KEY", "")
 STRIPE_API_BASE = os.environ.get("STRIPE_API_BASE", "")
 STRIPE_MOCK_URL = os.environ.get("STRIPE_MOCK_URL", "")
+STRIPE_WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET", "")
+STRIPE_MAX_NETWORK_RETRIES = int(os.environ.get("STRIPE_MAX_NETWORK_RETRIES", "2"))
+# Organizations without a billing profile are billed in this country and currency.
+BILLING_DEFAULT_COUNTRY = os.environ.get("BILLING_DEFAULT_COUNTRY", "US")
+BILLING_DEFAULT_CURRENCY = os.environ.get("BILLING_DEFAULT_CURRENCY", "USD")
+# Dunning: retry a failed payment after 1 day, then 2 days…; after this many failures stop
+# and refuse new orders until the invoice is paid.
+BILLING_DUNNING_MAX_FAILURES = int(os.environ.get("BILLING_DUNNING_MAX_FAILURES", "3"))
+BILLING_DUNNING_RETRY_BASE_S = float(os.environ.get("BILLING_DUNNING_RETRY_BASE_S", "86400"))
+# An attempt still pending this long (a crash, Stripe unreachable) is resumed with its key.
+BILLING_PENDING_RETRY_S = float(os.environ.get("BILLING_PENDING_RETRY_S", "600"))
 
 # --- REST API ---------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -27,6 +27,9 @@
 #      overrides). Redis runs as a background child of this script. The
 #      throwaway servers are stopped and their directories removed on exit
 #      (EXIT trap, so also when CMD fails, and on INT/TERM/HUP).
+# Stripe, for the billing tests: STRIPE_MOCK_URL (stripe-mock) if given, else a
+# throwaway localstripe from .venv on a free port (58420 upward), exported as
+# LOCALSTRIPE_URL and stopped on exit like the others.
 # One line per service on stderr tells which one is used.
 #
 # CMD runs in the foreground: Ctrl-C, or a signal sent to the whole process
@@ -61,6 +64,7 @@ fi
 # State of the throwaway servers, read by cleanup().
 PG_TMP="" PG_BIN="" PG_STARTED=0 PG_RUN_AS=""
 REDIS_TMP="" REDIS_PID=""
+STRIPE_TMP="" STRIPE_PID=""
 
 log() { printf 'with-services: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -320,16 +324,75 @@ setup_redis() {
     start_redis
 }
 
+# ---------------------------------------------------------------- Stripe
+
+# http_answers URL: 0 if something answers HTTP there (any status).
+http_answers() {
+    [[ -n "$PYTHON" ]] || return 1
+    with_timeout 5 "$PYTHON" - "$1" >/dev/null 2>&1 <<'EOF'
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=2)
+except urllib.error.HTTPError:
+    pass
+EOF
+}
+
+# The billing tests talk to a local Stripe: stripe-mock when STRIPE_MOCK_URL is given,
+# else a throwaway localstripe (a dev dependency, in the venv) exported as LOCALSTRIPE_URL.
+setup_stripe() {
+    if [[ -n "${STRIPE_MOCK_URL:-}" ]]; then
+        log "Stripe mock at ${STRIPE_MOCK_URL} (from STRIPE_MOCK_URL)"
+        return
+    fi
+    local server="$REPO_ROOT/.venv/bin/localstripe"
+    if [[ ! -x "$server" ]]; then
+        log "localstripe is not installed in .venv; the Stripe tests will be skipped"
+        return
+    fi
+    STRIPE_TMP="$(mktemp -d "${TMPDIR:-/tmp}/with-services-stripe.XXXXXX")"
+    local port=58420 _ waited
+    for _ in 1 2 3; do
+        port="$(free_port "$port")"
+        (cd "$STRIPE_TMP" && exec "$server" --port "$port" --from-scratch) \
+            </dev/null >"$STRIPE_TMP/localstripe.log" 2>&1 &
+        STRIPE_PID=$!
+        for ((waited = 0; waited < STARTUP_TIMEOUT * 5; waited++)); do
+            kill -0 "$STRIPE_PID" 2>/dev/null || break
+            if http_answers "http://127.0.0.1:$port/v1/customers"; then
+                LOCALSTRIPE_URL="http://127.0.0.1:$port"
+                export LOCALSTRIPE_URL
+                log "localstripe at 127.0.0.1:$port (throwaway, started)"
+                return
+            fi
+            sleep 0.2
+        done
+        stop_stripe
+        port=$((port + 1))
+    done
+    tail -n 20 "$STRIPE_TMP/localstripe.log" >&2 2>/dev/null || true
+    die "could not start localstripe"
+}
+
+stop_stripe() {
+    [[ -n "$STRIPE_PID" ]] || return 0
+    kill "$STRIPE_PID" 2>/dev/null || true
+    wait "$STRIPE_PID" 2>/dev/null || true
+    STRIPE_PID=""
+}
+
 # ---------------------------------------------------------------- main
 
 # shellcheck disable=SC2329  # invoked by the EXIT trap
 cleanup() {
     local rc=$?
     set +e
+    stop_stripe
     stop_redis
     stop_postgres
     [[ -n "$REDIS_TMP" ]] && rm -rf -- "$REDIS_TMP"
     [[ -n "$PG_TMP" ]] && rm -rf -- "$PG_TMP"
+    [[ -n "$STRIPE_TMP" ]] && rm -rf -- "$STRIPE_TMP"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -343,6 +406,7 @@ trap 'exit 143' TERM
 
 setup_postgres
 setup_redis
+setup_stripe
 export DATABASE_URL REDIS_URL
 
 status=0

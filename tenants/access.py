@@ -63,6 +63,8 @@ class Action(enum.Enum):
     ORDER_WRITE = "order.write"  # place and cancel orders
     WORKLOAD_READ = "workload.read"  # workloads, reservations, queues
     WORKLOAD_WRITE = "workload.write"  # submit and cancel workloads
+    INVOICE_READ = "invoice.read"  # invoices, credit notes, the billing account
+    INVOICE_PAY = "invoice.pay"  # set the card, pay an invoice
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,10 @@ PERMISSIONS: dict[Action, Permission] = {
     Action.WORKLOAD_WRITE: Permission(
         MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True
     ),
+    Action.INVOICE_READ: Permission(MANAGERS | {Role.BILLING}, Scope.READ),
+    # Paying moves money: a write. Billing members' keys are read-only (ROLE_SCOPES), so they
+    # pay in a session (the console); a suspended organization may always pay.
+    Action.INVOICE_PAY: Permission(frozenset({Role.OWNER, Role.BILLING}), Scope.WRITE),
 }
 
 _SCOPE_IMPLIES = {

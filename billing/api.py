@@ -1,0 +1,126 @@
+"""Billing endpoints. Views validate, call one service, and render."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.template.loader import render_to_string
+from django.views.decorators.csrf import csrf_exempt
+from django_filters.filterset import filterset_factory
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins
+from rest_framework.decorators import (
+    action,
+    api_view,
+    authentication_classes,
+    permission_classes,
+    throttle_classes,
+)
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from billing import serializers as s
+from billing import services
+from billing.models import BillingAccount, Invoice
+from billing.money import Money
+from neocloud.api.viewsets import TenantViewSet
+from neocloud.errors import NotFound
+from tenants.access import Action
+from tenants.models import Organization
+
+
+class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """Invoices of the caller's organizations (owners, admins, billing), with their lines,
+    payment attempts and credit notes. Amounts are integer minor units of `currency`."""
+
+    queryset = Invoice.objects.prefetch_related("lines", "payments", "credit_notes")
+    serializer_class = s.InvoiceSerializer
+    read_action = Action.INVOICE_READ
+    filterset_class = filterset_factory(
+        Invoice, fields=["organization", "period", "status", "currency"]
+    )
+    ordering_fields = ["period", "number"]
+
+    @extend_schema(
+        responses={(200, "text/html"): OpenApiResponse(description="The invoice as a page.")}
+    )
+    @action(detail=True, methods=["get"])
+    def html(self, request: Request, pk: str) -> HttpResponse:
+        """The invoice as a printable HTML page."""
+        invoice = self.get_object()
+        organization = Organization.objects.get(pk=invoice.organization_id)
+
+        def money(minor: int) -> str:
+            return Money(invoice.currency, minor).format()
+
+        page = render_to_string(
+            "billing/invoice.html",
+            {
+                "invoice": invoice,
+                "organization": organization,
+                "lines": [(line, money(line.amount_minor)) for line in invoice.lines.all()],
+                "subtotal": money(invoice.subtotal_minor),
+                "credits": money(-invoice.credits_minor),
+                "tax": money(invoice.tax_minor),
+                "total": money(invoice.total_minor),
+                "due": money(invoice.amount_due_minor),
+            },
+        )
+        return HttpResponse(page, content_type="text/html; charset=utf-8")
+
+    @extend_schema(request=None, responses=s.InvoiceSerializer)
+    @action(detail=True, methods=["post"])
+    def pay(self, request: Request, pk: str) -> Response:
+        """Charge what is due now on the card on file (owners, billing). A declined card is
+        recorded as a failed attempt, shown in `payments`."""
+        invoice = services.invoice_collect(actor=self.actor, invoice=self.get_object())
+        return Response(s.InvoiceSerializer(invoice).data)
+
+
+class BillingAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """Billing profiles (country, currency, commitment, card on file), by organization id."""
+
+    queryset = BillingAccount.objects.all()
+    serializer_class = s.BillingAccountSerializer
+    read_action = Action.INVOICE_READ
+    ordering_fields = ["organization"]
+    ordering = ["organization"]
+
+    @extend_schema(request=s.PaymentMethodSerializer, responses=s.BillingAccountSerializer)
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path=r"(?P<organization_id>[0-9a-f-]{36})/payment-method",
+    )
+    def payment_method(self, request: Request, organization_id: str) -> Response:
+        """Attach a Stripe PaymentMethod to the organization's Stripe customer and charge
+        invoices to it (owners, billing). A card Stripe declines is `402 card_declined`."""
+        data = self.validated(s.PaymentMethodSerializer, request.data)
+        organization = (
+            self.actor.scope(Organization.objects.all(), Action.ORGANIZATION_READ)
+            .filter(pk=organization_id)
+            .first()
+        )
+        if organization is None:
+            raise NotFound("no such organization")
+        account = services.payment_method_set(
+            actor=self.actor, organization=organization, payment_method_id=data["payment_method"]
+        )
+        return Response(s.BillingAccountSerializer(account).data)
+
+
+@extend_schema(
+    request=None,
+    responses={200: s.WebhookResultSerializer, 400: OpenApiResponse(description="Bad signature.")},
+    auth=[],
+)
+@csrf_exempt
+@api_view(["POST"])
+@authentication_classes([])
+@permission_classes([])
+@throttle_classes([])
+def stripe_webhook(request: Request) -> Response:
+    """Stripe's events, signed with `STRIPE_WEBHOOK_SECRET`; each processed once."""
+    outcome = services.stripe_webhook_receive(
+        payload=request.body, signature=request.headers.get("Stripe-Signature", "")
+    )
+    return Response({"outcome": outcome})

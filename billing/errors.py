@@ -1,0 +1,43 @@
+"""Errors of billing, each with its stable code."""
+
+from __future__ import annotations
+
+from neocloud.errors import ApplicationError, NotFound, ValidationFailed
+
+
+class BillingInvalid(ValidationFailed):
+    code = "billing_invalid"
+
+
+class InvoiceNotFound(NotFound):
+    code = "invoice_not_found"
+
+
+class InvalidInvoiceTransition(ApplicationError):
+    """E.g. voiding a paid invoice: finalized invoices only move forward."""
+
+    code = "invalid_transition"
+    http_status = 409
+
+
+class PaymentMethodDeclined(ApplicationError):
+    """The card was refused when attached (terminal: another card is needed)."""
+
+    code = "card_declined"
+    http_status = 402
+
+
+class PaymentProviderUnavailable(ApplicationError):
+    """Stripe could not be reached after the SDK's retries: try again later."""
+
+    code = "payment_provider_unavailable"
+    http_status = 503
+    retryable = True
+
+
+class WebhookSignatureInvalid(ValidationFailed):
+    code = "webhook_signature_invalid"
+
+
+class PeriodInvalid(ValidationFailed):
+    code = "period_invalid"

@@ -1,0 +1,146 @@
+"""What billing reads: its own tables, and the inputs of rating from the other apps
+(catalog prices, metering usage, reservations, the log for SLA timelines)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
+from uuid import UUID
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from billing.models import (
+    BillingAccount,
+    CreditGrant,
+    DefaultGpuPrice,
+    Invoice,
+    SlaDefinition,
+    TaxRate,
+)
+from billing.rating import Credit, Price, PriceBook, ReservationWindow
+from billing.sla import SCHEDULER_TYPES, Promise
+from catalog.models import PricePlan
+from events import projections, store
+from events.consumers import ProjectionConsumer, consumer_catch_up
+from inventory.models import Cluster
+from metering.services import UsageLine, usage_lines
+from scheduler.events import RESERVATION_STREAM
+from scheduler.models import Reservation, ReservationStatus
+from tenants.access import Action, Actor
+
+USAGE_PROJECTION = "metering.usage"
+
+
+def invoice_list(*, actor: Actor) -> QuerySet[Invoice]:
+    return actor.scope(Invoice.objects.all(), Action.INVOICE_READ)
+
+
+def account_terms(organization_id: UUID) -> tuple[str, str, int]:
+    """Billing country, currency and monthly commitment (the defaults without a profile)."""
+    account = BillingAccount.objects.filter(organization_id=organization_id).first()
+    if account is None:
+        return settings.BILLING_DEFAULT_COUNTRY, settings.BILLING_DEFAULT_CURRENCY, 0
+    return account.billing_country, account.currency, account.minimum_commitment_minor
+
+
+def tax_rate_percent(country: str) -> Decimal:
+    rate = TaxRate.objects.filter(country=country).values_list("rate_percent", flat=True).first()
+    return rate if rate is not None else Decimal("0.000")
+
+
+def price_book() -> PriceBook:
+    """Every catalog price and default GPU price, read once per run."""
+    book = PriceBook()
+    for offering, region, plan, minor, currency in PricePlan.objects.values_list(
+        "offering_id", "region", "plan", "price_per_gpu_hour_minor", "currency"
+    ):
+        book.catalog[(offering, region, plan)] = Price(minor, currency)
+    for model, plan, minor, currency in DefaultGpuPrice.objects.values_list(
+        "gpu_model", "price_plan", "price_per_gpu_hour_minor", "currency"
+    ):
+        book.defaults[(model, plan)] = Price(minor, currency)
+    return book
+
+
+def usage_caught_up() -> None:
+    """Metering's usage is an asynchronous projection: bring it to the log's head before
+    rating, so a period is never closed on a stale view (safe beside its running consumer:
+    both take the checkpoint's row lock)."""
+    for projection in projections.asynchronous():
+        if projection.name == USAGE_PROJECTION:
+            consumer_catch_up(ProjectionConsumer(projection))
+
+
+def usage_for(organization_id: UUID, start: datetime, end: datetime) -> list[UsageLine]:
+    return usage_lines(organization_id, start, end)
+
+
+def regions_of_clusters() -> dict[UUID, str]:
+    return dict(Cluster.objects.values_list("pk", "region_id"))
+
+
+def reservation_windows(
+    organization_id: UUID, start: datetime, end: datetime, regions: dict[UUID, str]
+) -> list[ReservationWindow]:
+    """Reservations overlapping [start, end). A reservation is a commitment: billed for its
+    whole window unless it was cancelled before the window began."""
+    windows = []
+    for reservation in Reservation.objects.filter(
+        organization_id=organization_id, starts_at__lt=end, ends_at__gt=start
+    ):
+        if reservation.status == ReservationStatus.CANCELLED and _cancelled_before_start(
+            reservation
+        ):
+            continue
+        windows.append(
+            ReservationWindow(
+                reservation_id=reservation.pk,
+                project_id=reservation.project_id,
+                offering=reservation.offering or None,
+                region=regions.get(reservation.cluster_id),
+                gpu_model=reservation.gpu_model,
+                gpus=reservation.gpus,
+                starts_at=reservation.starts_at,
+                ends_at=reservation.ends_at,
+            )
+        )
+    return windows
+
+
+def _cancelled_before_start(reservation: Reservation) -> bool:
+    for event in store.read_stream(RESERVATION_STREAM, str(reservation.pk)):
+        if event.type == "scheduler.ReservationCancelled":
+            return event.recorded_at <= reservation.starts_at
+    return False
+
+
+def credits_available(organization_id: UUID) -> list[Credit]:
+    """Credits with something left, oldest grant first: the order they are used in."""
+    return [
+        Credit(c.id, c.kind, c.remaining_minor, c.currency)
+        for c in CreditGrant.objects.filter(
+            organization_id=organization_id, remaining_minor__gt=0
+        ).order_by("position")
+    ]
+
+
+def sla_promises() -> dict[str, Promise]:
+    return {
+        d.offering: Promise(
+            availability_percent=d.availability_percent,
+            availability_credit_percent=d.availability_credit_percent,
+            max_provisioning_s=d.max_provisioning_s,
+        )
+        for d in SlaDefinition.objects.all()
+    }
+
+
+def scheduler_events_until(end: datetime) -> Iterator[tuple[str, str, datetime, dict[str, object]]]:
+    """The scheduler's workload and allocation events recorded before ``end``, in log order."""
+    for batch in store.iter_batches(types=SCHEDULER_TYPES):
+        for event in batch:
+            if event.recorded_at >= end:
+                return
+            yield event.type, event.stream_id, event.recorded_at, event.data

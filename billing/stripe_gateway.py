@@ -1,0 +1,211 @@
+"""Payments through Stripe, with the official SDK only.
+
+We collect our own invoices with one PaymentIntent per collection attempt (``confirm`` and
+``off_session`` with the customer's saved card), rather than mirroring them as Stripe
+invoices: our invoices are event-sourced and carry our own rating, credits and tax, and a
+Stripe invoice would be a second copy to keep equal. Every call carries an idempotency key
+derived from what it does (``invoice/<id>/attempt/<n>``), so a retry after a timeout or a
+crash gets the same PaymentIntent instead of a second charge; the SDK retries network errors
+itself (``STRIPE_MAX_NETWORK_RETRIES``).
+
+Where: ``STRIPE_API_BASE`` (e.g. a localstripe the test command started) or
+``STRIPE_MOCK_URL`` (stripe-mock), else Stripe itself with ``STRIPE_API_KEY``. With none of
+them set (the embedded default) payments are simulated in process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import stripe
+from django.conf import settings
+
+from billing.errors import PaymentMethodDeclined, PaymentProviderUnavailable
+
+SIMULATED_DECLINES = ("pm_card_chargeCustomerFail", "pm_card_visa_chargeDeclined")
+
+
+@dataclass(frozen=True)
+class Card:
+    payment_method_id: str
+    brand: str
+    last4: str
+
+
+@dataclass(frozen=True)
+class ChargeOutcome:
+    """``succeeded``, ``failed`` or ``processing`` (the webhook will tell)."""
+
+    status: str
+    payment_intent_id: str
+    code: str = ""
+    message: str = ""
+
+
+class PaymentGateway(Protocol):
+    def customer_create(self, *, organization_id: uuid.UUID, email: str, name: str) -> str: ...
+
+    def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card: ...
+
+    def charge(
+        self,
+        *,
+        customer_id: str,
+        payment_method_id: str,
+        amount_minor: int,
+        currency: str,
+        idempotency_key: str,
+        metadata: dict[str, str],
+    ) -> ChargeOutcome: ...
+
+
+class StripeGateway:
+    def __init__(self, api_key: str, api_base: str | None, max_network_retries: int) -> None:
+        self.client = stripe.StripeClient(
+            api_key,
+            base_addresses={"api": api_base} if api_base else {},
+            max_network_retries=max_network_retries,
+        )
+
+    def customer_create(self, *, organization_id: uuid.UUID, email: str, name: str) -> str:
+        customer = self._call(
+            self.client.v1.customers.create,
+            params={
+                "email": email,
+                "name": name,
+                "metadata": {"organization_id": str(organization_id)},
+            },
+            options={"idempotency_key": f"customer/{organization_id}"},
+        )
+        return str(customer.id)
+
+    def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card:
+        try:
+            method = self._call(
+                self.client.v1.payment_methods.attach,
+                payment_method_id,
+                params={"customer": customer_id},
+                options={"idempotency_key": f"attach/{customer_id}/{payment_method_id}"},
+            )
+        except stripe.CardError as exc:
+            raise PaymentMethodDeclined(
+                exc.user_message or "the card was declined", details={"decline_code": exc.code}
+            ) from exc
+        except stripe.InvalidRequestError as exc:
+            raise PaymentMethodDeclined(
+                exc.user_message or "unknown payment method", details={"decline_code": exc.code}
+            ) from exc
+        card = method.get("card") or {}
+        self._call(
+            self.client.v1.customers.update,
+            customer_id,
+            params={"invoice_settings": {"default_payment_method": method.id}},
+            options={"idempotency_key": f"default/{customer_id}/{method.id}"},
+        )
+        return Card(str(method.id), str(card.get("brand", "")), str(card.get("last4", "")))
+
+    def charge(
+        self,
+        *,
+        customer_id: str,
+        payment_method_id: str,
+        amount_minor: int,
+        currency: str,
+        idempotency_key: str,
+        metadata: dict[str, str],
+    ) -> ChargeOutcome:
+        try:
+            intent = self._call(
+                self.client.v1.payment_intents.create,
+                params={
+                    "amount": amount_minor,
+                    "currency": currency.lower(),
+                    "customer": customer_id,
+                    "payment_method": payment_method_id,
+                    "confirm": True,
+                    "off_session": True,
+                    "metadata": metadata,
+                },
+                options={"idempotency_key": idempotency_key},
+            )
+        except stripe.CardError as exc:
+            error: Any = exc.error
+            intent_id = getattr(error, "payment_intent", None) if error else None
+            return ChargeOutcome(
+                status="failed",
+                payment_intent_id=str(intent_id.id if intent_id is not None else ""),
+                code=exc.code or "card_declined",
+                message=exc.user_message or "the card was declined",
+            )
+        status = str(intent.status)
+        if status == "succeeded":
+            return ChargeOutcome("succeeded", str(intent.id))
+        if status in {"processing", "requires_capture"}:
+            return ChargeOutcome("processing", str(intent.id))
+        last = intent.get("last_payment_error") or {}
+        return ChargeOutcome(
+            "failed",
+            str(intent.id),
+            code=str(last.get("code") or status),
+            message=str(last.get("message") or f"payment {status}"),
+        )
+
+    @staticmethod
+    def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
+        """Network failures (after the SDK's retries) become a retryable error of ours."""
+        try:
+            return method(*args, **kwargs)
+        except (stripe.APIConnectionError, stripe.RateLimitError) as exc:
+            raise PaymentProviderUnavailable(f"Stripe is unreachable: {exc}") from exc
+        except stripe.APIError as exc:
+            raise PaymentProviderUnavailable(f"Stripe failed: {exc}") from exc
+
+
+class SimulatedGateway:
+    """The embedded default's payments: every card works but Stripe's declining test cards."""
+
+    def customer_create(self, *, organization_id: uuid.UUID, email: str, name: str) -> str:
+        return f"cus_sim_{organization_id.hex[:16]}"
+
+    def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card:
+        if payment_method_id == "pm_card_visa_chargeDeclined":
+            raise PaymentMethodDeclined("the card was declined")
+        return Card(payment_method_id, "visa", "4242")
+
+    def charge(
+        self,
+        *,
+        customer_id: str,
+        payment_method_id: str,
+        amount_minor: int,
+        currency: str,
+        idempotency_key: str,
+        metadata: dict[str, str],
+    ) -> ChargeOutcome:
+        intent = "pi_sim_" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
+        if payment_method_id in SIMULATED_DECLINES:
+            return ChargeOutcome("failed", intent, "card_declined", "the card was declined")
+        return ChargeOutcome("succeeded", intent)
+
+
+def gateway() -> PaymentGateway:
+    """Stripe where one is configured, else the simulation."""
+    base = settings.STRIPE_API_BASE or settings.STRIPE_MOCK_URL
+    if base or settings.STRIPE_API_KEY:
+        return StripeGateway(
+            settings.STRIPE_API_KEY or "sk_test_neocloud",
+            base or None,
+            settings.STRIPE_MAX_NETWORK_RETRIES,
+        )
+    return SimulatedGateway()
+
+
+def webhook_event(payload: bytes, signature: str) -> stripe.Event:
+    """The event, if ``STRIPE_WEBHOOK_SECRET`` signed it (raises otherwise)."""
+    event: stripe.Event = stripe.Webhook.construct_event(
+        payload, signature, settings.STRIPE_WEBHOOK_SECRET
+    )
+    return event
