@@ -114,7 +114,7 @@ def budget_set(
             "a hard stop is set on the organization's budget, not a project's",
             fields={"hard_stop": ["only on an organization's budget"]},
         )
-    limit = gpu_hours * MILLI_GPU_SECONDS_PER_GPU_HOUR
+    limit = Decimal(gpu_hours) * MILLI_GPU_SECONDS_PER_GPU_HOUR
     if limit <= 0 or limit != limit.to_integral_value():
         raise ValidationFailed(
             "gpu_hours must be positive, in steps of 0.001",

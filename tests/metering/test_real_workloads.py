@@ -1,0 +1,68 @@
+"""Real workloads through the scheduler in process: what it granted and released is what is
+metered, and ``manage.py replay`` rebuilds the same usage."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from metering import services
+from metering.models import OpenAllocation, UsageSlice
+from scheduler import services as scheduler
+from scheduler import tasks
+from scheduler.models import Allocation, Workload
+from scheduler.specs import PricePlan
+from tests.builders import run
+from tests.metering.history import catch_up
+from tests.scheduler.conftest import Tenant, job, ready_fleet
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+
+def test_what_the_scheduler_granted_and_released_is_metered_and_replays(
+    tenant: Tenant, in_process: None
+) -> None:
+    ready_fleet(nodes=1, gpus=8)
+    short = run(scheduler.workload_submit, project=tenant.project, spec=job("short", gpus=2))
+    long = run(
+        scheduler.workload_submit,
+        project=tenant.project,
+        spec=job("long", gpus=4, runtime_estimate_s=600, price_plan=PricePlan.PREEMPTIBLE),
+    )
+    time.sleep(0.3)
+    tasks.tick()
+    assert Workload.objects.get(pk=short.pk).status == "succeeded"
+    assert Workload.objects.get(pk=long.pk).status == "running"
+    catch_up()
+
+    closed = Allocation.objects.get(workload=short)
+    assert closed.released_at is not None
+    expected = (
+        closed.gpu_milli
+        * ((closed.released_at - closed.granted_at) // timedelta(microseconds=1))
+        // 1_000_000
+    )
+    start = timezone.now() - timedelta(days=1)
+    end = timezone.now() + timedelta(days=1)
+    lines = {
+        line.allocation_ids: line
+        for line in services.usage_lines(tenant.organization.pk, start, end)
+    }
+    assert lines[(closed.pk,)].milli_gpu_seconds == expected
+    assert lines[(closed.pk,)].price_plan == "on_demand"
+    assert lines[(closed.pk,)].region == "eu"
+    running = Allocation.objects.get(workload=long)
+    assert list(OpenAllocation.objects.values_list("allocation_id", flat=True)) == [running.pk]
+    assert lines[(running.pk,)].price_plan == "preemptible"
+    assert lines[(running.pk,)].milli_gpu_seconds > 0
+
+    live = sorted(UsageSlice.objects.values_list("allocation_id", "day", "milli_gpu_seconds"))
+    call_command("replay", verbosity=0)
+    assert (
+        sorted(UsageSlice.objects.values_list("allocation_id", "day", "milli_gpu_seconds")) == live
+    )
+    assert list(OpenAllocation.objects.values_list("allocation_id", flat=True)) == [running.pk]
