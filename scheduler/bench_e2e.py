@@ -422,6 +422,7 @@ def bench_e2e(scale: float) -> dict[str, Any]:
             ticker.start()
             started = time.time()
             submitted, errors = _submit_all(port, planned)
+            submit_s = time.time() - started
             deadline = time.monotonic() + FINISH_TIMEOUT_S
             while Workload.objects.filter(finished_at__isnull=True).exists():
                 if time.monotonic() > deadline:
@@ -434,6 +435,7 @@ def bench_e2e(scale: float) -> dict[str, Any]:
     return {
         "workloads": len(planned),
         "submit_errors": errors,
+        "submit_s": round(submit_s, 2),
         **figures,
         "double_booked_gpus": checked["double_booked_gpus"],
         "lost_workloads": checked["lost_workloads"],
