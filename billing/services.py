@@ -18,7 +18,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import stripe
 from django.conf import settings
 from django.utils import timezone
 
@@ -670,7 +672,7 @@ def stripe_webhook_receive(*, payload: bytes, signature: str) -> str:
     a second delivery (or two at once) finds it and changes nothing."""
     try:
         event = webhook_event(payload, signature)
-    except Exception as exc:  # the SDK raises SignatureVerificationError or ValueError
+    except (stripe.SignatureVerificationError, ValueError) as exc:  # ValueError: not JSON
         raise WebhookSignatureInvalid("the webhook's signature does not verify") from exc
     try:
         return atomic_with_retry(_webhook_process, actor=SYSTEM, event=event)
@@ -678,20 +680,20 @@ def stripe_webhook_receive(*, payload: bytes, signature: str) -> str:
         return "duplicate"
 
 
-def _webhook_process(*, actor: Actor, event: object) -> str:
-    event_id = str(getattr(event, "id", ""))
-    event_type = str(getattr(event, "type", ""))
+def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
+    event_id, event_type = str(event.get("id", "")), str(event.get("type", ""))
     if store.stream_version(ev.STRIPE_EVENT_STREAM, event_id):
         return "duplicate"
-    obj = event.data.object  # type: ignore[attr-defined]
+    obj = (event.get("data") or {}).get("object") or {}
     outcome = "ignored: not a payment of ours"
     metadata = obj.get("metadata") or {}
-    if event_type in INTENT_OUTCOMES and metadata.get("invoice_id"):
+    invoice_id = _uuid(metadata.get("invoice_id"))
+    if event_type in INTENT_OUTCOMES and invoice_id is not None:
         error = obj.get("last_payment_error") or {}
         outcome = payment_settle(
             actor=actor,
-            invoice_id=uuid.UUID(metadata["invoice_id"]),
-            attempt=int(metadata.get("attempt", 0)),
+            invoice_id=invoice_id,
+            attempt=int(attempt) if (attempt := str(metadata.get("attempt", ""))).isdigit() else 0,
             outcome=ChargeOutcome(
                 status=INTENT_OUTCOMES[event_type],
                 payment_intent_id=str(obj.get("id", "")),
@@ -714,3 +716,10 @@ def _webhook_process(*, actor: Actor, event: object) -> str:
         metadata=Metadata(actor=actor.label),
     )
     return outcome
+
+
+def _uuid(value: object) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None

@@ -98,7 +98,7 @@ class StripeGateway:
             raise PaymentMethodDeclined(
                 exc.user_message or "unknown payment method", details={"decline_code": exc.code}
             ) from exc
-        card = method.get("card") or {}
+        card = method.to_dict().get("card") or {}
         self._call(
             self.client.v1.customers.update,
             customer_id,
@@ -145,7 +145,7 @@ class StripeGateway:
             return ChargeOutcome("succeeded", str(intent.id))
         if status in {"processing", "requires_capture"}:
             return ChargeOutcome("processing", str(intent.id))
-        last = intent.get("last_payment_error") or {}
+        last = intent.to_dict().get("last_payment_error") or {}
         return ChargeOutcome(
             "failed",
             str(intent.id),
@@ -203,9 +203,8 @@ def gateway() -> PaymentGateway:
     return SimulatedGateway()
 
 
-def webhook_event(payload: bytes, signature: str) -> stripe.Event:
-    """The event, if ``STRIPE_WEBHOOK_SECRET`` signed it (raises otherwise)."""
-    event: stripe.Event = stripe.Webhook.construct_event(
-        payload, signature, settings.STRIPE_WEBHOOK_SECRET
-    )
-    return event
+def webhook_event(payload: bytes, signature: str) -> dict[str, Any]:
+    """The event as plain data, if ``STRIPE_WEBHOOK_SECRET`` signed it (raises otherwise)."""
+    event = stripe.Webhook.construct_event(payload, signature, settings.STRIPE_WEBHOOK_SECRET)
+    data: dict[str, Any] = event.to_dict()
+    return data

@@ -1,0 +1,211 @@
+"""Collection through Stripe (the localstripe the test command started): cards that pay and
+cards that decline, dunning that suspends new orders until the invoice is paid, and webhooks
+verified, processed once, in any order."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import requests
+from django.utils import timezone
+
+from billing import services
+from billing.models import BillingAccount, Invoice, InvoiceStatus
+from billing.stripe_gateway import gateway
+from events.models import Event
+from tenants.models import Role
+from tests import commerce_builders
+from tests.billing.conftest import History, signed
+from tests.billing.test_invoices import at, close, only_invoice
+from tests.builders import client_with_key, run
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+
+@pytest.fixture
+def invoice(localstripe: str, customer: commerce_builders.Customer, history: History) -> Invoice:
+    history.run(at(3), at(3, 4))  # 1,000
+    close()
+    return only_invoice(customer)
+
+
+def attach(customer: commerce_builders.Customer, card: str, role: str = Role.OWNER) -> Any:
+    return client_with_key(customer.keys[role]).post(
+        f"/api/v1/billing-accounts/{customer.organization.pk}/payment-method",
+        {"payment_method": card},
+        format="json",
+    )
+
+
+def pay(customer: commerce_builders.Customer, invoice: Invoice) -> Any:
+    return client_with_key(customer.keys[Role.OWNER]).post(f"/api/v1/invoices/{invoice.pk}/pay")
+
+
+def test_a_card_that_works_pays_the_invoice(
+    customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    attached = attach(customer, "pm_card_visa")
+    paid = pay(customer, invoice)
+
+    assert attached.status_code == 200, attached.json()
+    assert attached.json()["payment_method_last4"] == "4242"
+    body = paid.json()
+    assert (body["status"], body["paid_minor"], body["amount_due_minor"]) == ("paid", 1000, 0)
+    assert body["payments"][0]["status"] == "succeeded"
+    assert body["payments"][0]["payment_intent_id"].startswith("pi_")
+
+
+def test_a_card_declined_when_attached_is_refused(
+    customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    refused = attach(customer, "pm_card_visa_chargeDeclined")  # 4000 0000 0000 0002
+
+    assert refused.status_code == 402
+    assert refused.json()["error"]["code"] == "card_declined"
+    assert pay(customer, invoice).json()["payments"][0]["code"] == "no_payment_method"
+
+
+def test_members_and_viewers_cannot_pay(
+    customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    assert attach(customer, "pm_card_visa", Role.MEMBER).status_code == 403
+    assert attach(customer, "pm_card_visa", Role.VIEWER).status_code == 403
+    member = client_with_key(customer.keys[Role.MEMBER]).post(f"/api/v1/invoices/{invoice.pk}/pay")
+    assert member.status_code == 404
+
+
+def test_decline_dunning_suspends_new_orders_until_paid(
+    customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    # given a card that attaches but whose charges are declined (4000 0000 0000 0341)
+    assert attach(customer, "pm_card_chargeCustomerFail").status_code == 200
+    now = timezone.now()
+
+    # when the first attempt and the two retries of dunning fail
+    first = pay(customer, invoice).json()
+    services.collect_due(now=now + timedelta(days=1, minutes=1))
+    services.collect_due(now=now + timedelta(days=3, minutes=2))
+    invoice.refresh_from_db()
+
+    # then it was retried with backoff, then stopped, and new orders are refused
+    assert first["payments"][0]["code"] == "card_declined"
+    assert first["next_attempt_at"] is not None
+    assert (invoice.payment_failures, invoice.next_attempt_at) == (3, None)
+    refused = customer.post_order(offering="1xh100", price_plan="on_demand")
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "payment_required"
+    assert invoice.number in refused.json()["error"]["message"]
+
+    # when the customer sets a card that works and pays
+    assert attach(customer, "pm_card_visa").status_code == 200
+    assert pay(customer, invoice).json()["status"] == "paid"
+
+    # then orders are allowed again
+    assert customer.post_order(offering="1xh100", price_plan="on_demand").status_code == 201
+
+
+def stripe_events(localstripe: str, invoice: Invoice) -> list[dict[str, Any]]:
+    """The PaymentIntent events localstripe recorded for this invoice, oldest first."""
+    listed = requests.get(
+        f"{localstripe}/v1/events", params={"limit": 100}, auth=("sk_test_neocloud", ""), timeout=10
+    ).json()["data"]
+    mine = [
+        e
+        for e in listed
+        if e["type"].startswith("payment_intent.")
+        and e["data"]["object"].get("metadata", {}).get("invoice_id") == str(invoice.pk)
+    ]
+    return sorted(mine, key=lambda e: int(e["data"]["object"]["metadata"]["attempt"]))
+
+
+def deliver(event: dict[str, Any], secret: str | None = None) -> Any:
+    payload, signature = signed(event) if secret is None else signed(event, secret)
+    return client_with_key(None).post(
+        "/api/v1/webhooks/stripe",
+        payload,
+        content_type="application/json",
+        HTTP_STRIPE_SIGNATURE=signature,
+    )
+
+
+def test_webhooks_replayed_duplicated_and_out_of_order_change_nothing(
+    localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    attach(customer, "pm_card_chargeCustomerFail")
+    pay(customer, invoice)
+    attach(customer, "pm_card_visa")
+    pay(customer, invoice)
+    failed, succeeded = stripe_events(localstripe, invoice)
+    invoice.refresh_from_db()
+    before = (Invoice.objects.get(pk=invoice.pk).version, invoice.status, invoice.payment_failures)
+
+    # the same events again (the charges' answers were recorded first), in reverse order, twice
+    outcomes = [deliver(e).json()["outcome"] for e in (succeeded, failed, succeeded, failed)]
+
+    invoice.refresh_from_db()
+    assert outcomes == [
+        "ignored: invoice is paid",
+        "ignored: invoice is paid",
+        "duplicate",
+        "duplicate",
+    ]
+    assert (invoice.version, invoice.status, invoice.payment_failures) == before
+    assert Event.objects.filter(type="billing.StripeEventProcessed").count() == 2
+
+
+def test_a_webhook_settles_an_attempt_left_pending(
+    localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    # given an attempt recorded but whose answer was lost (a crash after Stripe charged)
+    attach(customer, "pm_card_visa")
+    payment = run(services._attempt_start, invoice_id=invoice.pk)
+    assert payment is not None
+    gateway().charge(
+        customer_id=BillingAccount.objects.get(
+            organization=customer.organization
+        ).stripe_customer_id,
+        payment_method_id=payment.payment_method_id,
+        amount_minor=payment.amount_minor,
+        currency="USD",
+        idempotency_key="lost-answer",
+        metadata={"invoice_id": str(invoice.pk), "attempt": str(payment.attempt)},
+    )
+    (succeeded,) = stripe_events(localstripe, invoice)
+
+    # when Stripe's webhook arrives
+    response = deliver(succeeded)
+
+    # then the invoice is paid by that attempt
+    invoice.refresh_from_db()
+    assert response.json()["outcome"] == "paid"
+    assert invoice.status == InvoiceStatus.PAID
+
+
+def test_a_bad_signature_is_refused_and_changes_nothing(
+    localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    attach(customer, "pm_card_visa")
+    run(services._attempt_start, invoice_id=invoice.pk)
+    event = {
+        "id": "evt_forged",
+        "object": "event",
+        "type": "payment_intent.succeeded",
+        "created": 1,
+        "data": {
+            "object": {
+                "id": "pi_forged",
+                "object": "payment_intent",
+                "metadata": {"invoice_id": str(invoice.pk), "attempt": "1"},
+            }
+        },
+    }
+    before = Event.objects.count()
+
+    response = deliver(event, secret="whsec_someone_else")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "webhook_signature_invalid"
+    assert Event.objects.count() == before
+    assert Invoice.objects.get(pk=invoice.pk).status == InvoiceStatus.FINALIZED
