@@ -326,7 +326,7 @@ def _decide(state: ClusterState) -> CycleResult:
     _applied(state, decisions, changes)
     appended = time.perf_counter()
     _record_reasons(state, decisions, now)
-    logger.info(
+    logger.debug(
         "cycle of %s: %d waiting, %d granted, %d preempted; engine %.1f ms, append %.1f ms,"
         " reasons %.1f ms",
         state.cluster_id,
