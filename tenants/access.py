@@ -91,9 +91,7 @@ PERMISSIONS: dict[Action, Permission] = {
     Action.ORDER_READ: Permission(READERS | {Role.BILLING}, Scope.READ),
     Action.ORDER_WRITE: Permission(MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True),
     Action.WORKLOAD_READ: Permission(READERS, Scope.READ),
-    Action.WORKLOAD_WRITE: Permission(
-        MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True
-    ),
+    Action.WORKLOAD_WRITE: Permission(MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True),
     Action.INVOICE_READ: Permission(MANAGERS | {Role.BILLING}, Scope.READ),
     # Paying moves money: a write. Billing members' keys are read-only (ROLE_SCOPES), so they
     # pay in a session (the console); a suspended organization may always pay.
