@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.csrf import csrf_exempt
@@ -95,9 +97,13 @@ class BillingAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
         """Attach a Stripe PaymentMethod to the organization's Stripe customer and charge
         invoices to it (owners, billing). A card Stripe declines is `402 card_declined`."""
         data = self.validated(s.PaymentMethodSerializer, request.data)
+        try:
+            wanted = uuid.UUID(organization_id)
+        except ValueError:
+            raise NotFound("no such organization") from None
         organization = (
             self.actor.scope(Organization.objects.all(), Action.ORGANIZATION_READ)
-            .filter(pk=organization_id)
+            .filter(pk=wanted)
             .first()
         )
         if organization is None:

@@ -55,6 +55,7 @@ class ProjectionConsumer(Consumer):
     def __init__(self, projection: Projection) -> None:
         self.projection = projection
         self.name = f"projection:{projection.name}"  # type: ignore[misc]
+        self.batch_size = projection.batch_size  # type: ignore[misc]
 
     @property
     def event_types(self) -> frozenset[str] | None:

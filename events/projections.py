@@ -41,6 +41,9 @@ class Projection:
     name: ClassVar[str]
     # Emptied (in reverse order) before a replay; list parents before children.
     models: ClassVar[Sequence[type[models.Model]]] = ()
+    # Events per transaction when it runs as a consumer: a projection that folds a batch into
+    # bulk writes gains from larger ones (memory stays bounded by it).
+    batch_size: ClassVar[int] = 500
     _handlers: ClassVar[dict[str, Handler]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

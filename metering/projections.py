@@ -48,6 +48,7 @@ Row = tuple[Any, ...]
 
 class Usage(projections.Projection):
     name = "metering.usage"
+    batch_size = 5000  # folded into COPY and one query per batch
     models = (WorkloadTerms, OpenAllocation, UsageSlice)
 
     @handles(
