@@ -112,10 +112,6 @@ class Workload(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    @property
-    def gpu_demand(self) -> float:
-        return self.gpus_per_node * self.nodes * self.gpu_milli / 1000
-
 
 class Allocation(models.Model):
     """GPUs granted to one run of a workload, from grant to release."""

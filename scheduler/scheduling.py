@@ -36,7 +36,7 @@ from inventory.models import Cluster
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
-from scheduler.engine.model import Allocation, Decisions, PendingReason, Request, Snapshot
+from scheduler.engine.model import Decisions, PendingReason, Snapshot
 from scheduler.models import SchedulerLease, WorkloadWait
 from scheduler.snapshot import ClusterView, allocation_of, cluster_view, epoch, request_of
 
@@ -466,14 +466,3 @@ def cycle_request(cluster_id: uuid.UUID) -> None:
 def cycle_request_all() -> None:
     for cluster_id in Cluster.objects.values_list("id", flat=True):
         cycle_request(cluster_id)
-
-
-def running_allocations(cluster_id: uuid.UUID) -> list[Allocation]:
-    """The allocations this process believes live (tests compare them with the tables)."""
-    state = _states.get(cluster_id)
-    return [] if state is None else [a for _, a in state.view.running.values()]
-
-
-def pending_requests(cluster_id: uuid.UUID) -> list[Request]:
-    state = _states.get(cluster_id)
-    return [] if state is None else [state.view.requests[w] for w in sorted(state.view.waiting)]

@@ -23,7 +23,6 @@ from scheduler import hooks, triggers
 from scheduler.errors import QuotaExceeded, ReservationConflict, Unschedulable, WorkloadFinished
 from scheduler.models import (
     FINAL_STATUSES,
-    HOLDING_STATUSES,
     Allocation,
     PriorityClass,
     Queue,
@@ -473,10 +472,6 @@ def _after_run(workload: Workload, reason: str) -> str:
     else:
         retry = workload.failures < workload.retry_limit
     return WorkloadStatus.PENDING if retry else WorkloadStatus.FAILED
-
-
-def holding(workload: Workload) -> bool:
-    return workload.status in HOLDING_STATUSES
 
 
 # --- reservations ----------------------------------------------------------------------------
