@@ -23,6 +23,7 @@ from scheduler.engine.model import (
     Placement,
     Policy,
     Preemption,
+    ReasonCode,
     Request,
     Reservation,
     Snapshot,
@@ -194,13 +195,13 @@ class Scheduler:
             #    the least fragmenting of all models for a request that takes any.
             outcome = _admit(request, models, self, shapes, now)
             if isinstance(outcome, tuple):
-                allocation, victims = outcome
+                allocation, victims, for_quota = outcome
                 for victim in victims:
                     preempted.append(
                         Preemption(
                             victim=victim.workload,
                             for_workload=request.id,
-                            reason=_why_preempted(victim, request, ledger),
+                            reason=_why_preempted(victim, request, for_quota),
                         )
                     )
                     ledger.remove(victim)
@@ -313,23 +314,29 @@ class _Ending:
 class _ByCost:
     """Running work per GPU model, cheapest to preempt first: lowest priority, then the most
     recently started, then the smallest, then by workload id; and the preemptible part of it
-    alone, which is all that priority preemption looks at."""
+    alone, which is all that priority preemption looks at, also per queue (what preemption
+    for quota looks at)."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
         self._all: dict[str | None, _Sorted] = {}
         self._preemptible: dict[str | None, _Sorted] = {}
+        self._preemptible_in: dict[tuple[str, str | None], _Sorted] = {}
         for allocation in allocations:
             self.add(allocation)
 
     def add(self, allocation: Allocation) -> None:
-        self._all.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+        model = allocation.gpu_model
+        self._all.setdefault(model, _Sorted()).add(allocation)
         if allocation.preemptible:
-            self._preemptible.setdefault(allocation.gpu_model, _Sorted()).add(allocation)
+            self._preemptible.setdefault(model, _Sorted()).add(allocation)
+            self._preemptible_in.setdefault((allocation.queue, model), _Sorted()).add(allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        self._all[allocation.gpu_model].remove(allocation)
+        model = allocation.gpu_model
+        self._all[model].remove(allocation)
         if allocation.preemptible:
-            self._preemptible[allocation.gpu_model].remove(allocation)
+            self._preemptible[model].remove(allocation)
+            self._preemptible_in[(allocation.queue, model)].remove(allocation)
 
     def of(self, model: str) -> list[Allocation]:
         known = self._all.get(model)
@@ -337,6 +344,10 @@ class _ByCost:
 
     def preemptible_of(self, model: str) -> list[Allocation]:
         known = self._preemptible.get(model)
+        return known.allocations if known else []
+
+    def preemptible_in(self, queue: str, model: str) -> list[Allocation]:
+        known = self._preemptible_in.get((queue, model))
         return known.allocations if known else []
 
 
@@ -481,13 +492,15 @@ def _admit(
     scheduler: Scheduler,
     shapes: Shapes,
     now: float,
-) -> tuple[Allocation, list[Allocation]] | PendingReason:
-    """An allocation (and the victims it needs), or the reason it must wait.
+) -> tuple[Allocation, list[Allocation], bool] | PendingReason:
+    """An allocation, the victims it needs and whether they go to free its queue's quota; or
+    the reason it must wait.
 
     Acceptable models named: the first, in order of preference, where the request fits (by
-    placement, else by preemption). Any model: the placement that fragments least across all
-    of them (ties to the model's name; an elastic gang's largest first); preemption, in name
-    order, only when none fits."""
+    placement, else by preemption: for capacity, or for quota when that is what it lacks).
+    Any model: the placement that fragments least across all of them (ties to the model's
+    name; an elastic gang's largest first); preemption, in name order, only when none fits:
+    for capacity first, then for quota."""
     capacity = scheduler.capacity
     waits: dict[str, PendingReason] = {}  # by model, in the order tried
     trials: list[tuple[str, Request]] = []
@@ -495,12 +508,16 @@ def _admit(
         trial = _trial(request, model, scheduler, now)
         if isinstance(trial, PendingReason):
             waits[model] = trial
+            if request.gpu_models and trial.code is ReasonCode.QUOTA:
+                found = _free_quota(request, model, scheduler, shapes, now)
+                if found is not None:
+                    return _allocation(request, model, found[0], now), found[1], True
         elif not request.gpu_models:
             trials.append((model, trial))
         else:
             outcome = _place_or_preempt(trial, model, scheduler, shapes)
             if outcome is not None:
-                return _allocation(request, model, outcome[0], now), outcome[1]
+                return _allocation(request, model, outcome[0], now), outcome[1], False
             waits[model] = scheduler.no_room(request, model)
     # The most nodes (an elastic gang prefers its full size), then the least fragmentation.
     best: tuple[tuple[int, float, int, str], tuple[Placement, ...]] | None = None
@@ -511,12 +528,18 @@ def _admit(
             if best is None or cost < best[0]:
                 best = (cost, placements)
     if best is not None:
-        return _allocation(request, best[0][3], best[1], now), []
+        return _allocation(request, best[0][3], best[1], now), [], False
     for model, trial in trials:
         found = _preempt(trial, model, scheduler, shapes)
         if found is not None:
-            return _allocation(request, model, found[0], now), found[1]
+            return _allocation(request, model, found[0], now), found[1], False
         waits[model] = scheduler.no_room(request, model)
+    if not request.gpu_models:
+        for model in models:
+            if waits[model].code is ReasonCode.QUOTA:
+                found = _free_quota(request, model, scheduler, shapes, now)
+                if found is not None:
+                    return _allocation(request, model, found[0], now), found[1], True
     if not request.gpu_models and len(waits) > 1:
         return reasons.no_model_fits(dict(sorted(waits.items())))
     return next(iter(waits.values()))
@@ -551,6 +574,53 @@ def _place_or_preempt(
     if placements is not None:
         return placements, []
     return _preempt(request, model, scheduler, shapes)
+
+
+def _free_quota(
+    request: Request, model: str, scheduler: Scheduler, shapes: Shapes, now: float
+) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
+    """Victims whose quota the request takes when its queue's quota of ``model`` keeps it out
+    (Kueue's ``withinClusterQueue: LowerPriority``), and where it then lands; or None, and
+    nobody is touched.
+
+    Victims are the queue's own lower-priority preemptible work of ``model`` that ran before
+    this cycle, taken cheapest first until the quota admits the request's minimum; then any
+    the quota can do without is spared, most valuable first. The request must then fit the
+    capacity its victims give back (no preemption for capacity on top)."""
+    ledger, capacity = scheduler.ledger, scheduler.capacity
+    least = request.demand_on(request.least_nodes)
+    # The queue's own usage enters the check only as ``used + milli``: freeing ``freed``
+    # milli-GPU of it is checking for ``least - freed``.
+    freed = 0
+    victims: list[Allocation] = []
+    for victim in scheduler.by_cost.preemptible_in(request.queue, model):
+        if victim.priority >= request.priority:
+            return None  # by priority from here on: nobody else is lower
+        if victim.workload == request.id:
+            continue
+        victims.append(victim)
+        freed += victim.gpu_milli
+        if ledger.check(request.queue, model, least - freed) is None:
+            break
+    else:
+        return None
+    needed: list[Allocation] = []
+    for victim in reversed(victims):
+        if ledger.check(request.queue, model, least - freed + victim.gpu_milli) is None:
+            freed -= victim.gpu_milli  # spared
+        else:
+            needed.append(victim)
+    victims = needed[::-1]
+    for victim in victims:
+        ledger.remove(victim)
+        capacity.give(victim)
+    trial = _trial(request, model, scheduler, now)
+    placements = None if isinstance(trial, PendingReason) else place(capacity, trial, model, shapes)
+    for victim in victims:
+        ledger.add(victim)  # the cycle takes them out of the ledger as it preempts them
+        if placements is None:
+            capacity.take(victim)
+    return None if placements is None else (placements, victims)
 
 
 def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
@@ -748,7 +818,11 @@ class _Room:
         return len(self.fitting) >= wanted
 
 
-def _why_preempted(victim: Allocation, request: Request, ledger: QuotaLedger) -> str:
+def _why_preempted(victim: Allocation, request: Request, for_quota: bool) -> str:
+    if for_quota:
+        return (
+            f"quota of queue {request.queue}: preempted by higher-priority work of the same queue"
+        )
     if victim.priority < request.priority and victim.preemptible:
         return f"priority: {request.id} (priority {request.priority}) needs its GPUs"
     if request.reservation is not None:

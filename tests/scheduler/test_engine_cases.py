@@ -507,3 +507,84 @@ def test_an_elastic_gang_on_a_single_node_still_never_fits() -> None:
     )
 
     assert decisions.pending["gang"].code is ReasonCode.TOPOLOGY
+
+
+# --- preemption for quota: a queue's higher-priority work over its own lower-priority work --
+
+
+def test_higher_priority_work_preempts_its_own_queue_s_work_to_free_quota() -> None:
+    """The cluster has room (a whole free node), the queue's quota has none: the two cheapest
+    experiments of the queue go, no more."""
+    fleet = nodes("n", 2, gpus=8)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 8})})
+    experiments = [
+        running(
+            f"exp{i}", "n0", (2 * i, 2 * i + 1), priority=0, preemptible=True, started_at=float(i)
+        )
+        for i in range(4)
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(experiments)), [job("prod", 4, priority=1000)], policy, NOW
+    )
+
+    assert [a.workload for a in decisions.allocations] == ["prod"]
+    # The most recently started experiments go first.
+    assert sorted(p.victim for p in decisions.preemptions) == ["exp2", "exp3"]
+    assert {p.reason for p in decisions.preemptions} == {
+        "quota of queue q: preempted by higher-priority work of the same queue"
+    }
+    assert decisions.allocations[0].gpu_milli == 4000
+
+
+def test_nothing_is_preempted_for_quota_when_it_would_not_free_enough() -> None:
+    fleet = nodes("n", 2, gpus=8)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 8})})
+    busy = [
+        running("exp", "n0", (0, 1), priority=0, preemptible=True),
+        running("keep", "n0", (2, 3, 4, 5)),
+        running("peer", "n0", (6, 7), priority=1000, preemptible=True),
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("prod", 4, priority=1000)], policy, NOW
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.pending["prod"].code is ReasonCode.QUOTA
+    assert decisions.pending["prod"].message.startswith("queue q uses 8 of 8 h100")
+
+
+def test_work_of_another_queue_is_not_preempted_to_free_quota() -> None:
+    fleet = nodes("n", 2, gpus=8)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 8})})
+    busy = [
+        running("mine", "n0", tuple(range(8))),
+        running("theirs", "n1", (0, 1, 2, 3), queue="other", preemptible=True),
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(busy)), [job("prod", 4, priority=1000)], policy, NOW
+    )
+
+    assert decisions.preemptions == ()
+    assert decisions.pending["prod"].code is ReasonCode.QUOTA
+
+
+def test_preemption_for_quota_frees_an_elastic_gang_s_minimum() -> None:
+    fleet = nodes("n", 4)
+    policy = Policy(queues={"q": QueueConfig("q", nominal={"h100": 16})})
+    experiments = [
+        running(f"exp{i}", f"n{i}", tuple(range(8)), preemptible=True, started_at=float(i))
+        for i in range(2)
+    ]
+
+    decisions = schedule(
+        Snapshot(tuple(fleet), tuple(experiments)),
+        [job("gang", 8, nodes=3, min_nodes=1, priority=5)],
+        policy,
+        NOW,
+    )
+
+    assert [p.victim for p in decisions.preemptions] == ["exp1"]
+    assert len(decisions.allocations[0].placements) == 1
