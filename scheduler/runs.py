@@ -23,7 +23,7 @@ from django.utils import timezone
 from inventory.drivers import RunOutcome, StepFailed, WorkloadRun, driver
 from inventory.models import Node
 from scheduler import services
-from scheduler.models import Allocation, Workload, WorkloadStatus
+from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
 from tenants.access import Actor
 
 logger = logging.getLogger(__name__)
@@ -66,6 +66,9 @@ def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
                 outcome[pair] = Next()  # released meanwhile
             elif workload.cancel_requested:
                 services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
+                outcome[pair] = Next()
+            elif workload.status in FINAL_STATUSES:
+                services.run_discarded(actor=ACTOR, workload=workload)
                 outcome[pair] = Next()
             elif workload.status == WorkloadStatus.RUNNING:
                 outcome[pair] = _next_check(workload)  # started before this delivery
@@ -164,7 +167,8 @@ def _end(pair: Pair, reason: str, message: str) -> Next:
 def _next_check(workload: Workload) -> Next:
     """When the run may next have changed: its runtime's end or its maximum, whichever is
     first (a service without a maximum is only looked at by the reconciler)."""
-    assert workload.started_at is not None  # noqa: S101 (running)
+    if workload.started_at is None:
+        return Next()
     ends = [s for s in (workload.runtime_estimate_s, workload.max_runtime_s) if s is not None]
     if not ends:
         return Next()

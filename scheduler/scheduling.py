@@ -195,7 +195,13 @@ class ClusterState:
         else:  # a release: preempted (schedule stream) or ended (workload stream)
             held = view.running.get(workload)
             if held is None or str(held[0]) != str(data["allocation_id"]):
-                return  # released before: the first release wins
+                # Released before (the first release wins). But a run that ended while this
+                # scheduler preempted it has ended for good: it must not be granted again.
+                ended = event.type == ev.AllocationReleased.event_type
+                if ended and held is None and data["status"] != "pending":
+                    view.waiting.pop(workload, None)
+                    view.requests.pop(workload, None)
+                return
             del view.running[workload]
             self.engine.release(held[1])
             requeued = event.type == ev.WorkloadPreempted.event_type or data["status"] == "pending"

@@ -457,6 +457,17 @@ def run_ended(*, actor: Actor, workload: Workload, reason: str, message: str) ->
     return status
 
 
+def run_discarded(*, actor: Actor, workload: Workload) -> None:
+    """Give back GPUs granted to a workload that had already ended (its run ended while a
+    scheduler preempted it, and that scheduler granted it again): its status stays."""
+    _append_workload(
+        actor,
+        workload,
+        [_released(workload, "superseded", "the workload had already ended", workload.status)],
+    )
+    triggers.cycle_wanted(workload.cluster_id)
+
+
 def _after_run(workload: Workload, reason: str) -> str:
     if workload.cancel_requested or reason == "cancelled":
         return WorkloadStatus.CANCELLED

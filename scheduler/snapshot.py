@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from inventory.lifecycle import NodeState
@@ -115,8 +116,16 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
     nodes, names, faults = _nodes(cluster_id)
     requests: dict[str, Request] = {}
     waiting: dict[str, bool] = {}
-    rows = Workload.objects.filter(cluster_id=cluster_id).exclude(
-        status__in=["succeeded", "failed", "cancelled"]
+    live = list(
+        AllocationRow.objects.filter(cluster_id=cluster_id, released_at__isnull=True).values(
+            "id", "workload_id", "gpu_model", "placements", "granted_at"
+        )
+    )
+    # Waiting work, and every workload holding GPUs: even one that ended meanwhile holds
+    # them until its run gives them back, and they must not look free.
+    holders = [a["workload_id"] for a in live]
+    rows = Workload.objects.filter(
+        Q(cluster_id=cluster_id, status__in=list(WAITING_STATUSES)) | Q(id__in=holders)
     )
     for row in rows.values():
         request = request_of(row)
@@ -124,8 +133,7 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
         if row["status"] in WAITING_STATUSES and not row["cancel_requested"]:
             waiting[request.id] = row["status"] == "admitted"
     running: dict[str, tuple[uuid.UUID, Allocation]] = {}
-    live = AllocationRow.objects.filter(cluster_id=cluster_id, released_at__isnull=True)
-    for allocation in live.values("id", "workload_id", "gpu_model", "placements", "granted_at"):
+    for allocation in live:
         request = requests[str(allocation["workload_id"])]
         running[request.id] = (
             allocation["id"],

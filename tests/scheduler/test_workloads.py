@@ -12,10 +12,12 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from events import store
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Node
-from scheduler import audit, services, tasks
+from scheduler import audit, scheduling, services, tasks
+from scheduler import events as ev
 from scheduler.models import Allocation, Workload
 from tenants import services as tenant_services
 from tenants.models import Role
@@ -331,3 +333,37 @@ def test_elastic_gang_starts_on_its_minimum_when_the_rest_is_busy(
     assert len({p["node_id"] for p in placements}) == 2
     rigid = _submit(tenant, name="rigid", gpus=8, nodes=2)
     assert _state(rigid).status in {"pending", "admitted"}
+
+
+def test_a_run_that_ends_while_its_scheduler_preempts_it_is_not_granted_again(
+    tenant: Tenant, in_process: None
+) -> None:
+    """The race the end-to-end benchmark found: a cycle preempts a run in memory while the
+    run's end is recorded first. The release must end it for that scheduler too."""
+    fleet = ready_fleet(nodes=1, gpus=8)
+    workload = _state(_submit(tenant, gpus=8, priority_class="low", runtime_estimate_s=60))
+    state = scheduling._states[fleet.cluster.pk]
+    state.catch_up()  # as the next cycle would: its own grant read back
+    allocation_id, allocation = state.view.running.pop(str(workload.pk))
+    state.engine.release(allocation)  # what the cycle's preemption did in memory
+    state.view.waiting[str(workload.pk)] = False
+    store.append(  # the run's end, recorded first (as run_ended records it)
+        ev.WORKLOAD_STREAM,
+        str(workload.pk),
+        [
+            ev.AllocationReleased(
+                allocation_id=allocation_id,
+                cluster_id=fleet.cluster.pk,
+                reason="succeeded",
+                message="exited 0",
+                status="succeeded",
+                released_at=timezone.now(),
+            )
+        ],
+        expected_version=workload.version,
+    )
+    state.catch_up()
+    assert str(workload.pk) not in state.view.waiting
+    scheduling.cycle_run(fleet.cluster.pk)
+    assert _state(workload).status == "succeeded"
+    assert Allocation.objects.filter(workload=workload).count() == 1
