@@ -270,28 +270,22 @@ def _cluster_for(spec: WorkloadSpec) -> Cluster:
 
 def _check_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
     """Refuse what no node of the cluster could ever hold: it would wait forever."""
-    nodes = Node.objects.filter(cluster=cluster).exclude(
+    nodes = Node.objects.filter(cluster=cluster, gpu_model__isnull=False).exclude(
         state__in=["decommissioned", "decommissioning"]
     )
     if spec.gpu_models:
         nodes = nodes.filter(gpu_model__in=spec.gpu_models)
-    counts = sorted(
-        (
-            (n.gpus.count(), n.cpu_milli, n.memory_mib)
-            for n in nodes.prefetch_related("gpus").filter(gpu_model__isnull=False)
-        ),
-        reverse=True,
-    )
-    fitting = [
-        c
-        for c in counts
-        if c[0] >= spec.gpus_per_node and c[1] >= spec.cpu_milli and c[2] >= spec.memory_mib
-    ]
+    sized = nodes.annotate(gpu_count=Count("gpus"))
+    fitting = sized.filter(
+        gpu_count__gte=spec.gpus_per_node,
+        cpu_milli__gte=spec.cpu_milli,
+        memory_mib__gte=spec.memory_mib,
+    ).count()
     needed = spec.min_nodes or spec.nodes
-    if len(fitting) < needed:
-        largest = counts[0][0] if counts else 0
+    if fitting < needed:
+        largest = max(sized.values_list("gpu_count", flat=True), default=0)
         raise Unschedulable(
-            f"cluster {cluster.slug} has {len(fitting)} nodes able to hold"
+            f"cluster {cluster.slug} has {fitting} nodes able to hold"
             f" {spec.gpus_per_node} GPUs with the CPU and memory asked (largest node:"
             f" {largest} GPUs); the workload needs {needed}",
             fields={"gpus_per_node": ["too_large"]},
