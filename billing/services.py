@@ -84,15 +84,6 @@ class Period:
         return Period.of(self.start - timedelta(days=1))
 
 
-def _metadata(actor: Actor, organization_id: uuid.UUID | None) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        organization_id=organization_id,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )
-
-
 def _require_operator(actor: Actor) -> None:
     if not actor.is_staff:
         raise PermissionDenied("only operators change billing settings")
@@ -122,7 +113,7 @@ def _account_append(
         str(organization.pk),
         events,
         expected_version=account.version if account else NO_STREAM,
-        metadata=_metadata(actor, organization.pk),
+        metadata=actor.metadata(organization.pk),
     )
 
 
@@ -377,7 +368,7 @@ def invoices_draft(
                 str(drafted.invoice_id),
                 changes,
                 expected_version=current.version if current else NO_STREAM,
-                metadata=_metadata(actor, organization.pk),
+                metadata=actor.metadata(organization.pk),
             )
         done.append(Invoice.objects.get(pk=drafted.invoice_id))
     return done
@@ -433,7 +424,7 @@ def _invoice_append(actor: Actor, invoice: Invoice, events: Sequence[DomainEvent
         str(invoice.pk),
         events,
         expected_version=invoice.version,
-        metadata=_metadata(actor, invoice.organization_id),
+        metadata=actor.metadata(invoice.organization_id),
     )
 
 
@@ -485,7 +476,7 @@ def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reas
             )
         ],
         expected_version=NO_STREAM,
-        metadata=_metadata(actor, invoice.organization_id),
+        metadata=actor.metadata(invoice.organization_id),
     )
     organization = Organization.objects.get(pk=invoice.organization_id)
     if invoice.status == InvoiceStatus.PAID:

@@ -17,7 +17,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from events import store
-from events.store import Metadata
 from events.types import DomainEvent
 from inventory import events as ev
 from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
@@ -42,14 +41,6 @@ def _require_operator(actor: Actor) -> None:
         raise PermissionDenied("only operators change the fleet")
 
 
-def _metadata(actor: Actor) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )
-
-
 def _append(
     actor: Actor,
     stream_type: str,
@@ -58,7 +49,7 @@ def _append(
     expected_version: int,
 ) -> None:
     store.append(
-        stream_type, stream_id, events, expected_version=expected_version, metadata=_metadata(actor)
+        stream_type, stream_id, events, expected_version=expected_version, metadata=actor.metadata()
     )
 
 

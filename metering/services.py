@@ -21,7 +21,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from events import store
-from events.store import Metadata
 from metering import events as mev
 from metering import selectors
 from metering.intervals import month_of
@@ -134,7 +133,7 @@ def budget_set(
             )
         ],
         expected_version=store.stream_version(mev.BUDGET_STREAM, str(budget_id)),
-        metadata=_metadata(actor, organization.id),
+        metadata=actor.metadata(organization.id),
     )
     return Budget.objects.get(pk=budget_id)
 
@@ -154,7 +153,7 @@ def budget_clear(*, actor: Actor, budget: Budget) -> None:
             )
         ],
         expected_version=budget.version,
-        metadata=_metadata(actor, organization.id),
+        metadata=actor.metadata(organization.id),
     )
 
 
@@ -191,7 +190,7 @@ def budgets_check(*, now: datetime | None = None) -> list[mev.BudgetThresholdRea
             str(budget.id),
             alerts,
             expected_version=budget.version,
-            metadata=_metadata(SYSTEM, budget.organization_id),
+            metadata=SYSTEM.metadata(budget.organization_id),
         )
         for alert in alerts:
             transaction.on_commit(lambda alert=alert: _log_alert(alert))  # type: ignore[misc]
@@ -231,12 +230,3 @@ def budget_refusal(organization: Organization) -> str | None:
 
 def _gpu_hours(milli_gpu_seconds: int) -> str:
     return f"{Decimal(milli_gpu_seconds) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"
-
-
-def _metadata(actor: Actor, organization_id: uuid.UUID) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        organization_id=organization_id,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )

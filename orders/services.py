@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from catalog.models import Offering, OfferingKind, PricePlan
 from events import store
-from events.store import NO_STREAM, Metadata
+from events.store import NO_STREAM
 from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
 from neocloud.transactions import atomic_with_retry
@@ -304,21 +304,12 @@ def approval_threshold_set(*, actor: Actor, threshold_gpus: int) -> ApprovalPoli
             ev.APPROVAL_POLICY_ID,
             [ev.ApprovalThresholdSet(threshold_gpus=threshold_gpus)],
             expected_version=store.stream_version(ev.POLICY_STREAM, ev.APPROVAL_POLICY_ID),
-            metadata=_metadata(actor, None),
+            metadata=actor.metadata(),
         )
     return ApprovalPolicy.objects.get(pk=1)
 
 
 # --- orders -----------------------------------------------------------------------------------
-
-
-def _metadata(actor: Actor, organization_id: uuid.UUID | None) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        organization_id=organization_id,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )
 
 
 def _append(actor: Actor, order: Order, events: Sequence[DomainEvent]) -> Order:
@@ -327,7 +318,7 @@ def _append(actor: Actor, order: Order, events: Sequence[DomainEvent]) -> Order:
         str(order.pk),
         events,
         expected_version=order.version,
-        metadata=_metadata(actor, order.organization_id),
+        metadata=actor.metadata(order.organization_id),
     )
     return Order.objects.get(pk=order.pk)
 
@@ -408,7 +399,7 @@ def order_submit(
             ),
         ],
         expected_version=NO_STREAM,
-        metadata=_metadata(actor, organization.pk),
+        metadata=actor.metadata(organization.pk),
     )
     order = Order.objects.get(pk=order_id)
     if needs_approval:

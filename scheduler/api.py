@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from events import store
+from events.models import Event
 from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
@@ -71,22 +71,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
     def events(self, request: Request, pk: str) -> Response:
         """The workload's own stream, oldest first: submitted, admitted, placed, ran, ended."""
         workload = self.get_object()
-        recorded = store.read_stream(ev.WORKLOAD_STREAM, str(workload.pk))
-        return Response(
-            [
-                {
-                    "position": e.position,
-                    "stream_type": e.stream_type,
-                    "stream_id": e.stream_id,
-                    "version": e.version,
-                    "type": e.type,
-                    "data": e.data,
-                    "metadata": e.metadata,
-                    "recorded_at": e.recorded_at,
-                }
-                for e in recorded
-            ]
-        )
+        stream = Event.objects.filter(
+            stream_type=ev.WORKLOAD_STREAM, stream_id=str(workload.pk)
+        ).order_by("version")
+        return Response(AuditEventSerializer(stream, many=True).data)
 
 
 def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:

@@ -43,7 +43,7 @@ from neocloud.celery import app as celery_app
 from neocloud.transactions import atomic_with_retry
 from scheduler import audit, scheduling, services
 from scheduler.engine.cycle import Scheduler
-from scheduler.engine.model import WHOLE, Allocation, Policy, QueueConfig, Request, Snapshot
+from scheduler.engine.model import WHOLE, Allocation, Request, Snapshot
 from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Workload
 from scheduler.snapshot import cluster_view
@@ -346,18 +346,6 @@ def _engine_alone(cluster_id: str) -> dict[str, Any]:
     """The same workloads through the stateful engine in a discrete-event loop: every one
     arrives at 0, each runs its runtime; cycles after every batch of completions."""
     view = cluster_view(uuid.UUID(cluster_id))
-    policy = Policy(
-        queues={
-            name: QueueConfig(
-                name=name,
-                cohort=q.cohort,
-                nominal=q.nominal,
-                borrowing_limit=q.borrowing_limit,
-                organization=q.organization,
-            )
-            for name, q in view.policy.queues.items()
-        }
-    )
     runtime: dict[str, float] = {}
     pending: dict[str, Request] = {}
     for row in Workload.objects.all():
@@ -375,7 +363,7 @@ def _engine_alone(cluster_id: str) -> dict[str, Any]:
         )
         pending[request.id] = request
         runtime[request.id] = row.runtime_estimate_s or 0.0
-    engine = Scheduler(Snapshot(view.nodes), policy)
+    engine = Scheduler(Snapshot(view.nodes), view.policy)
     running: dict[str, tuple[float, Allocation]] = {}
     now = cpu = held = 0.0
     cycles = 0

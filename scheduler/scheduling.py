@@ -166,10 +166,12 @@ class ClusterState:
             self.stale = True
             return
         data = event.data
-        mine = str(data.get("cluster_id", event.stream_id)) == str(self.cluster_id)
         if event.stream_type == ev.SCHEDULE_STREAM:
             mine = event.stream_id == str(self.cluster_id)
-            self.version = max(self.version, event.version)
+            if mine:
+                self.version = max(self.version, event.version)
+        else:
+            mine = str(data.get("cluster_id")) == str(self.cluster_id)
         if not mine:
             return
         view = self.view

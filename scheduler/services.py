@@ -14,7 +14,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from events import store
-from events.store import NO_STREAM, Metadata
+from events.store import NO_STREAM
 from events.types import DomainEvent
 from inventory.models import Cluster, GpuModel, Node
 from neocloud.errors import ValidationFailed
@@ -46,15 +46,6 @@ BUILTIN_PRIORITY_CLASSES: dict[str, tuple[int, bool]] = {
 TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
 
 
-def _metadata(actor: Actor, organization_id: uuid.UUID | None = None) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        organization_id=organization_id,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )
-
-
 def _require_operator(actor: Actor) -> None:
     if not actor.is_staff:
         raise PermissionDenied("only operators change scheduling policy")
@@ -76,7 +67,7 @@ def priority_class_define(
             )
         ],
         expected_version=store.stream_version(ev.PRIORITY_CLASS_STREAM, name),
-        metadata=_metadata(actor),
+        metadata=actor.metadata(),
     )
     return PriorityClass.objects.get(name=name)
 
@@ -123,7 +114,7 @@ def queue_configure(
                 )
             ],
             expected_version=store.stream_version(ev.QUEUE_STREAM, str(project.pk)),
-            metadata=_metadata(actor, project.organization_id),
+            metadata=actor.metadata(project.organization_id),
         )
         triggers.policy_changed()
     return Queue.objects.get(pk=project.pk)
@@ -190,7 +181,7 @@ def workload_submit(
                 )
             ],
             expected_version=NO_STREAM,
-            metadata=_metadata(actor, organization.pk),
+            metadata=actor.metadata(organization.pk),
         )
         triggers.cycle_wanted(cluster.pk)
     return Workload.objects.get(pk=workload_id)
@@ -376,7 +367,7 @@ def _append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainE
         str(workload.pk),
         changes,
         expected_version=workload.version,
-        metadata=_metadata(actor, workload.organization_id),
+        metadata=actor.metadata(workload.organization_id),
     )
 
 
@@ -549,7 +540,7 @@ def reservation_create(
                 )
             ],
             expected_version=NO_STREAM,
-            metadata=_metadata(actor, organization.pk),
+            metadata=actor.metadata(organization.pk),
         )
         triggers.cycle_wanted(cluster.pk)
     return Reservation.objects.get(pk=reservation_id)
@@ -567,7 +558,7 @@ def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = 
             str(reservation.pk),
             [ev.ReservationCancelled(reason=reason or f"cancelled by {actor.label}")],
             expected_version=reservation.version,
-            metadata=_metadata(actor, organization.pk),
+            metadata=actor.metadata(organization.pk),
         )
         triggers.cycle_wanted(reservation.cluster_id)
     return Reservation.objects.get(pk=reservation.pk)

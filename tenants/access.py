@@ -15,6 +15,7 @@ from uuid import UUID
 
 from django.db.models import Model, Q, QuerySet
 
+from events.store import Metadata
 from tenants.errors import OrganizationSuspended, PermissionDenied
 from tenants.models import (
     ApiKey,
@@ -128,6 +129,15 @@ class Actor:
         if self.user is not None:
             return f"user:{self.user.pk}"
         return f"system:{self.system or 'neocloud'}"
+
+    def metadata(self, organization_id: UUID | None = None) -> Metadata:
+        """What the log records of this actor with the events it causes."""
+        return Metadata(
+            actor=self.label,
+            organization_id=organization_id,
+            correlation_id=self.correlation_id,
+            idempotency_key=self.idempotency_key,
+        )
 
     @property
     def is_staff(self) -> bool:

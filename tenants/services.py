@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from events import store
-from events.store import NO_STREAM, Metadata
+from events.store import NO_STREAM
 from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
 from tenants import events as ev
@@ -50,22 +50,13 @@ from tenants.models import (
 INVITATION_TTL = timedelta(days=7)
 
 
-def _metadata(actor: Actor, organization_id: uuid.UUID | None) -> Metadata:
-    return Metadata(
-        actor=actor.label,
-        organization_id=organization_id,
-        correlation_id=actor.correlation_id,
-        idempotency_key=actor.idempotency_key,
-    )
-
-
 def _append(actor: Actor, organization: Organization, events: Sequence[DomainEvent]) -> None:
     store.append(
         ev.ORGANIZATION_STREAM,
         str(organization.id),
         events,
         expected_version=organization.version,
-        metadata=_metadata(actor, organization.id),
+        metadata=actor.metadata(organization.id),
     )
 
 
@@ -100,7 +91,7 @@ def user_register(
         str(user.pk),
         [ev.UserRegistered(user_id=user.pk, email=email, full_name=full_name, is_staff=is_staff)],
         expected_version=NO_STREAM,
-        metadata=_metadata(actor, None),
+        metadata=actor.metadata(),
     )
     return user
 
@@ -120,7 +111,7 @@ def user_update(
         str(user.pk),
         [ev.UserUpdated(full_name=full_name, is_staff=is_staff, is_active=is_active)],
         expected_version=store.ANY,
-        metadata=_metadata(actor, None),
+        metadata=actor.metadata(),
     )
     return User.objects.get(pk=user.pk)
 
@@ -163,7 +154,7 @@ def organization_create(
                 ),
             ],
             expected_version=NO_STREAM,
-            metadata=_metadata(actor, organization_id),
+            metadata=actor.metadata(organization_id),
         )
     except IntegrityError as exc:  # a concurrent create took the slug first
         raise SlugTaken(f"slug {slug!r} is taken", fields={"slug": ["taken"]}) from exc

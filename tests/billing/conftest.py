@@ -10,59 +10,25 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from types import SimpleNamespace
 from typing import Any
-from unittest import mock
 
 import pytest
 from django.test import override_settings
 
-from events import projections, store
-from events.consumers import ProjectionConsumer, consumer_catch_up
-from events.store import ANY, Metadata
-from events.types import DomainEvent
 from scheduler import events as ev
-from tenants.models import Project
 from tests import commerce_builders
 from tests.builders import Builder
+from tests.metering.history import SchedulingLog
 
 WEBHOOK_SECRET = "whsec_neocloud_tests"
 
 
-@contextmanager
-def clock(at: datetime) -> Iterator[None]:
-    """The store records this instant as the events' ``recorded_at``."""
-    with mock.patch.object(store, "timezone", SimpleNamespace(now=lambda: at)):
-        yield
-
-
-def usage_caught_up() -> None:
-    for projection in projections.asynchronous():
-        if projection.name == "metering.usage":
-            consumer_catch_up(ProjectionConsumer(projection))
-
-
 @dataclass
-class History:
-    """One project's scheduling events at chosen instants, in the scheduler's streams."""
-
-    project: Project
-    cluster_id: uuid.UUID
-
-    def _append(self, stream: str, stream_id: uuid.UUID, event: DomainEvent, at: datetime) -> None:
-        with clock(at):
-            store.append(
-                stream,
-                str(stream_id),
-                [event],
-                expected_version=ANY,
-                metadata=Metadata(
-                    actor="system:tests", organization_id=self.project.organization_id
-                ),
-            )
+class History(SchedulingLog):
+    """One project's scheduling events at chosen instants, in the scheduler's streams: a
+    priced service's life (submitted against an offering, running, released)."""
 
     def submit(
         self,
@@ -162,19 +128,6 @@ class History:
                 message="",
                 status=status,
                 released_at=at,
-            ),
-            at,
-        )
-
-    def preempt(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
-        self._append(
-            ev.SCHEDULE_STREAM,
-            self.cluster_id,
-            ev.WorkloadPreempted(
-                workload_id=workload_id,
-                allocation_id=allocation_id,
-                by_workload_id=uuid.uuid4(),
-                reason="priority",
             ),
             at,
         )

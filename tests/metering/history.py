@@ -35,8 +35,8 @@ def catch_up() -> int:
 
 
 @dataclass
-class Log:
-    """Appends one tenant's scheduling events."""
+class SchedulingLog:
+    """Appends one tenant's scheduling events, each at a chosen instant."""
 
     project: Project
     cluster_id: uuid.UUID
@@ -52,6 +52,24 @@ class Log:
                     actor="system:tests", organization_id=self.project.organization_id
                 ),
             )
+
+    def preempt(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
+        self._append(
+            ev.SCHEDULE_STREAM,
+            self.cluster_id,
+            ev.WorkloadPreempted(
+                workload_id=workload_id,
+                allocation_id=allocation_id,
+                by_workload_id=uuid.uuid4(),
+                reason="priority",
+            ),
+            at,
+        )
+
+
+@dataclass
+class Log(SchedulingLog):
+    """A tenant's jobs as metering sees them."""
 
     def submit(
         self,
@@ -149,19 +167,6 @@ class Log:
                 message="",
                 status="pending",
                 released_at=released_at or at,
-            ),
-            at,
-        )
-
-    def preempt(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
-        self._append(
-            ev.SCHEDULE_STREAM,
-            self.cluster_id,
-            ev.WorkloadPreempted(
-                workload_id=workload_id,
-                allocation_id=allocation_id,
-                by_workload_id=uuid.uuid4(),
-                reason="priority",
             ),
             at,
         )
