@@ -19,6 +19,7 @@ from inventory.models import Node
 from scheduler import audit, scheduling, services, tasks
 from scheduler import events as ev
 from scheduler.models import Allocation, Workload
+from scheduler.specs import RestartPolicy, WorkloadKind
 from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import SYSTEM, Builder, client_with_key, run
@@ -367,3 +368,33 @@ def test_a_run_that_ends_while_its_scheduler_preempts_it_is_not_granted_again(
     scheduling.cycle_run(fleet.cluster.pk)
     assert _state(workload).status == "succeeded"
     assert Allocation.objects.filter(workload=workload).count() == 1
+
+
+def test_a_service_restarts_after_a_failure_by_its_policy_and_not_with_never(
+    tenant: Tenant, in_process: None
+) -> None:
+    ready_fleet(nodes=3, gpus=8)
+    service = _submit(
+        tenant,
+        name="inference",
+        gpus=8,
+        kind=WorkloadKind.SERVICE,
+        restart_policy=RestartPolicy.ON_FAILURE,
+        runtime_estimate_s=None,
+    )
+    first = Allocation.objects.get(workload=service)
+    run(inventory.node_fail, node=Node.objects.get(pk=first.placements[0]["node_id"]), reason="x")
+    restarted = _state(service)
+    assert restarted.status == "running"
+    assert restarted.runs == 2
+    never = _submit(
+        tenant,
+        name="batch",
+        gpus=1,
+        kind=WorkloadKind.SERVICE,
+        restart_policy=RestartPolicy.NEVER,
+        runtime_estimate_s=None,
+    )
+    held = Allocation.objects.get(workload=never)
+    run(inventory.node_fail, node=Node.objects.get(pk=held.placements[0]["node_id"]), reason="y")
+    assert _state(never).status == "failed"
