@@ -115,10 +115,8 @@ def test_the_demo_refuses_a_production_database() -> None:
 
 @pytest.mark.smoke
 @pytest.mark.parametrize("addrport", ["0.0.0.0:8000", "192.168.1.10:8000", "[::]:8000"])
-def test_the_demo_refuses_to_serve_beyond_loopback(
-    addrport: str,
-    settings,
-    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+def test_the_demo_refuses_to_serve_beyond_loopback(  # type: ignore[no-untyped-def]
+    addrport: str, settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.DEMO = True
     monkeypatch.delenv("DEMO_ALLOW_PUBLIC", raising=False)
