@@ -1,10 +1,10 @@
 """Settings, read from the environment.
 
-With nothing set, the embedded default runs: SQLite under ``var/``, Celery tasks in-process.
-``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` switch to the production components.
-What is unsafe to guess (the secret key, Stripe outside the embedded default) is refused at
-start-up, in every process, rather than defaulted: only the demo (``NEOCLOUD_DEMO=1``, set by
-``make demo``) has DEBUG on and a built-in key.
+With only ``SECRET_KEY`` set, the embedded default runs: SQLite under ``var/``, Celery tasks
+in-process, payments simulated. ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` switch to the
+production components. What is unsafe to guess (the secret key, Stripe outside the embedded
+default) is refused at start-up, in every process, rather than defaulted: only the demo
+(``NEOCLOUD_DEMO=1``, set by ``make demo``) has DEBUG on and a built-in key.
 """
 
 import json
