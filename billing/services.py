@@ -22,6 +22,7 @@ from typing import Any
 
 import stripe
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from billing import events as ev
@@ -30,6 +31,7 @@ from billing.errors import (
     BillingInvalid,
     InvalidInvoiceTransition,
     PeriodInvalid,
+    WebhookConflict,
     WebhookSignatureInvalid,
 )
 from billing.models import BillingAccount, Invoice, InvoicePayment, InvoiceStatus
@@ -575,7 +577,8 @@ def payment_settle(
     """Record an attempt's outcome, from the charge's answer or a webhook, whichever comes
     first; returns what it did. Stale news changes nothing: a failure of an attempt already
     settled, anything about a paid or void invoice. A success after a recorded failure of the
-    same attempt still pays the invoice (the money came in)."""
+    same attempt still pays the invoice (the money came in). A ``processing`` answer records
+    the PaymentIntent, which the webhook that ends it must name."""
     invoice = Invoice.objects.select_for_update().filter(pk=invoice_id).first()
     if invoice is None:
         return "ignored: unknown invoice"
@@ -604,6 +607,17 @@ def payment_settle(
             [_failure(invoice, attempt, outcome.payment_intent_id, outcome.code, outcome.message)],
         )
         return "failed"
+    if outcome.status == "processing" and not payment.payment_intent_id:
+        _invoice_append(
+            actor,
+            invoice,
+            [
+                ev.InvoicePaymentProcessing(
+                    attempt=attempt, payment_intent_id=outcome.payment_intent_id
+                )
+            ],
+        )
+        return "processing"
     return f"ignored: attempt {attempt} is {payment.status}"
 
 
@@ -667,8 +681,13 @@ def stripe_webhook_receive(*, payload: bytes, signature: str) -> str:
         raise WebhookSignatureInvalid("the webhook's signature does not verify") from exc
     try:
         return atomic_with_retry(_webhook_process, actor=SYSTEM, event=event)
-    except StreamConflict:
-        return "duplicate"
+    except StreamConflict as exc:
+        # Lost every race: answered 200 only if the delivery that won processed this event.
+        if store.stream_version(ev.STRIPE_EVENT_STREAM, str(event.get("id", ""))):
+            return "duplicate"
+        raise WebhookConflict(
+            "the webhook conflicted with concurrent writes and was not processed; deliver it again"
+        ) from exc
 
 
 def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
@@ -681,10 +700,13 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
     invoice_id = _uuid(metadata.get("invoice_id"))
     if event_type in INTENT_OUTCOMES and invoice_id is not None:
         error = obj.get("last_payment_error") or {}
-        outcome = payment_settle(
+        outcome = _intent_settle(
             actor=actor,
+            stripe_event_id=event_id,
             invoice_id=invoice_id,
             attempt=int(attempt) if (attempt := str(metadata.get("attempt", ""))).isdigit() else 0,
+            amount_minor=obj.get("amount"),
+            currency=str(obj.get("currency", "")).lower(),
             outcome=ChargeOutcome(
                 status=INTENT_OUTCOMES[event_type],
                 payment_intent_id=str(obj.get("id", "")),
@@ -707,6 +729,73 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
         metadata=Metadata(actor=actor.label),
     )
     return outcome
+
+
+def _intent_settle(
+    *,
+    actor: Actor,
+    stripe_event_id: str,
+    invoice_id: uuid.UUID,
+    attempt: int,
+    amount_minor: object,
+    currency: str,
+    outcome: ChargeOutcome,
+) -> str:
+    """Settle the attempt a PaymentIntent's metadata names only if it is that attempt's: the
+    PaymentIntent recorded for it, of its amount and currency. Metadata is whatever its
+    creator wrote, so anything else is recorded on the invoice, alerts, and pays nothing.
+    News about a paid or void invoice is ignored as ``payment_settle`` ignores it; a pending
+    attempt with no PaymentIntent recorded yet (its answer was lost) is left to
+    ``collect_due``, which resumes it with its key and records Stripe's answer."""
+    invoice = Invoice.objects.select_for_update().filter(pk=invoice_id).first()
+    payment = invoice.payments.filter(attempt=attempt).first() if invoice else None
+    if (
+        invoice is None
+        or payment is None
+        or invoice.status in {InvoiceStatus.PAID, InvoiceStatus.VOID}
+    ):
+        return payment_settle(actor=actor, invoice_id=invoice_id, attempt=attempt, outcome=outcome)
+    if not payment.payment_intent_id and payment.status == "pending":
+        return (
+            f"ignored: attempt {attempt} has no recorded PaymentIntent yet (collection resumes it)"
+        )
+    expected = (payment.payment_intent_id, payment.amount_minor, invoice.currency.lower())
+    if (outcome.payment_intent_id, amount_minor, currency) == expected:
+        return payment_settle(actor=actor, invoice_id=invoice_id, attempt=attempt, outcome=outcome)
+    mismatch = ev.InvoicePaymentMismatched(
+        attempt=attempt,
+        payment_intent_id=outcome.payment_intent_id,
+        amount_minor=amount_minor if isinstance(amount_minor, int) else -1,
+        currency=currency,
+        expected_payment_intent_id=expected[0],
+        expected_amount_minor=expected[1],
+        expected_currency=expected[2],
+        stripe_event_id=stripe_event_id,
+    )
+    _invoice_append(actor, invoice, [mismatch])
+    transaction.on_commit(lambda: _alert_mismatch(invoice.number, mismatch))
+    return (
+        f"refused: payment intent mismatch ({outcome.payment_intent_id}, {amount_minor} {currency}"
+        f" is not attempt {attempt}'s {expected[0]}, {expected[1]} {expected[2]})"
+    )
+
+
+def _alert_mismatch(number: str, mismatch: ev.InvoicePaymentMismatched) -> None:
+    """The operators' alert: one ERROR line of key=value pairs, for log-based alerting."""
+    logger.error(
+        "payment_mismatch invoice=%s attempt=%d payment_intent=%s amount_minor=%d currency=%s"
+        " expected_payment_intent=%s expected_amount_minor=%d expected_currency=%s"
+        " stripe_event=%s",
+        number,
+        mismatch.attempt,
+        mismatch.payment_intent_id,
+        mismatch.amount_minor,
+        mismatch.currency,
+        mismatch.expected_payment_intent_id,
+        mismatch.expected_amount_minor,
+        mismatch.expected_currency,
+        mismatch.stripe_event_id,
+    )
 
 
 def _uuid(value: object) -> uuid.UUID | None:
