@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from catalog.models import Offering
 from neocloud.errors import ApplicationError
 from scheduler import services as scheduler
 from scheduler.models import Workload
@@ -135,30 +134,13 @@ def test_the_service_decides_the_plan_for_every_caller(customer: Customer) -> No
     assert not Workload.objects.exists()
 
 
-def test_an_order_names_a_plan_its_offering_kind_qualifies_for(
-    customer: Customer, shop: Shop
-) -> None:
-    # An operator priced an instance as reserved, and reserved capacity on demand.
-    commerce_builders.price(Offering.objects.get(slug="1xh100"), "reserved", 10)
-    commerce_builders.price(
-        Offering.objects.get(slug="h100-reserved"), "on_demand", 300
-    )
-    starts_at = timezone.now() + timedelta(hours=1)
-    window = {
-        "starts_at": starts_at.isoformat(),
-        "ends_at": (starts_at + timedelta(hours=1)).isoformat(),
-    }
+def test_an_order_bills_the_plan_its_work_is(customer: Customer) -> None:
+    """The catalog sells reserved only for reserved capacity; a preemptible order runs
+    preemptible work, checked again by the scheduler's service."""
+    ordered = customer.post_order(offering="1xh100", price_plan="preemptible")
+    free_ride = customer.post_order(offering="1xh100", price_plan="reserved")
 
-    instance = customer.post_order(offering="1xh100", price_plan="reserved")
-    reserved = customer.post_order(
-        offering="h100-reserved", price_plan="on_demand", quantity=2, **window
-    )
-
-    for response, message in (
-        (instance, "reserved is for reserved capacity; 1xh100 is sold on_demand or preemptible"),
-        (reserved, "h100-reserved is reserved capacity: its plan is reserved"),
-    ):
-        assert response.status_code == 400, response.json()
-        error = response.json()["error"]
-        assert (error["code"], error["fields"]) == ("invalid", {"price_plan": [message]})
-    assert not Workload.objects.exists()
+    workload = Workload.objects.get(pk=ordered.json()["workload_id"])
+    assert (workload.preemptible, workload.price_plan) == (True, "preemptible")
+    assert free_ride.status_code == 400
+    assert list(free_ride.json()["error"]["fields"]) == ["price_plan"]
