@@ -601,25 +601,31 @@ def orders_close_ended(*, actor: Actor, now: datetime | None = None) -> int:
     or is over, each in a transaction of its own; how many it closed. Run periodically: a
     window running out is no event, and the on-commit hooks are lost if they fail."""
     now = now or timezone.now()
-    fulfilled = Order.objects.filter(status=OrderStatus.FULFILLED)
-    ended: list[tuple[uuid.UUID, str]] = [
-        (order_id, f"workload {name} {status}")
-        for order_id, name, status in Workload.objects.filter(
-            status__in=FINAL_STATUSES, pk__in=fulfilled.values("workload_id")
-        )
-        .order_by("finished_at", "id")
-        .values_list("order_id", "name", "status")
-    ]
-    for reservation in Reservation.objects.filter(
-        Q(status=ReservationStatus.CANCELLED) | Q(ends_at__lte=now),
-        pk__in=fulfilled.values("reservation_id"),
-    ).order_by("ends_at", "id"):
-        why = (
-            "reservation cancelled"
-            if reservation.status == ReservationStatus.CANCELLED
-            else f"reservation ended at {reservation.ends_at:%Y-%m-%d %H:%M} UTC"
-        )
-        ended.append((reservation.order_id, why))  # type: ignore[arg-type]  # fulfilled: set
-    for order_id, why in ended:
-        atomic_with_retry(order_close, actor=actor, order_id=order_id, reason=why)
-    return len(ended)
+    ended_workloads = Workload.objects.filter(status__in=FINAL_STATUSES)
+    ended_reservations = Reservation.objects.filter(
+        Q(status=ReservationStatus.CANCELLED) | Q(ends_at__lte=now)
+    )
+    closing = Order.objects.filter(status=OrderStatus.FULFILLED).filter(
+        Q(workload_id__in=ended_workloads.values("pk"))
+        | Q(reservation_id__in=ended_reservations.values("pk"))
+    )
+    workloads: dict[uuid.UUID | None, Workload] = {
+        w.pk: w for w in ended_workloads.filter(pk__in=closing.values("workload_id"))
+    }
+    reservations: dict[uuid.UUID | None, Reservation] = {
+        r.pk: r for r in ended_reservations.filter(pk__in=closing.values("reservation_id"))
+    }
+    orders = list(closing.order_by("created_at", "id"))
+    for order in orders:
+        if order.workload_id in workloads:
+            workload = workloads[order.workload_id]
+            why = f"workload {workload.name} {workload.status}"
+        else:
+            reservation = reservations[order.reservation_id]
+            why = (
+                "reservation cancelled"
+                if reservation.status == ReservationStatus.CANCELLED
+                else f"reservation ended at {reservation.ends_at:%Y-%m-%d %H:%M} UTC"
+            )
+        atomic_with_retry(order_close, actor=actor, order_id=order.pk, reason=why)
+    return len(orders)
