@@ -5,13 +5,17 @@ are; reservations count against the quota of their window."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from inventory import services as inventory
+from inventory.models import GpuModel
 from metering import services as metering
 from metering.models import OpenAllocation
 from neocloud.errors import ApplicationError
@@ -22,7 +26,7 @@ from scheduler import services as scheduler
 from scheduler.models import Reservation, Workload
 from scheduler.specs import WorkloadSpec
 from tenants import services as tenants
-from tenants.models import Organization, Role
+from tenants.models import Organization, Project, Role
 from tests import commerce_builders
 from tests.builders import Builder, run
 from tests.commerce_builders import Customer, Shop
@@ -318,3 +322,49 @@ def test_gpu_hours_under_the_limit_leave_work_alone(customer: Customer, shop: Sh
     _use(customer, shop, 2)
 
     assert _post_workload(customer).status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_reservations_on_two_clusters_stay_within_the_organizations_quota(
+    build: Builder, customer: Customer, shop: Shop
+) -> None:
+    """Each reservation locks its organization before it counts: two projects reserving at
+    once in two regions (two clusters, so the clusters' locks do not serialise them)."""
+    east = commerce_builders.region("us-east")
+    cluster = run(inventory.cluster_define, region=east, slug="us-east-1", name="US East 1")
+    commerce_builders.node(cluster, "h100-east", GpuModel.objects.get(slug="h100"))
+    run(tenants.quota_set, organization=customer.organization, gpu_model="h100", max_gpus=8)
+    projects = [customer.project, build.project(customer.organization, "Other")]
+    starts_at, ends_at = _window()
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def reserve(project: Project, region: str) -> None:
+        barrier.wait()
+        try:
+            run(
+                scheduler.reservation_create,
+                project=project,
+                gpu_model="h100",
+                gpus=5,
+                starts_at=starts_at,
+                ends_at=ends_at,
+                region=region,
+            )
+            outcomes.append("reserved")
+        except ApplicationError as refused:
+            outcomes.append(refused.code)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=reserve, args=(project, region))
+        for project, region in zip(projects, ["eu-west", "us-east"], strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["quota_exceeded", "reserved"]
+    assert list(Reservation.objects.values_list("gpus", flat=True)) == [5]
