@@ -42,7 +42,7 @@ def test_an_order_closes_when_its_reservation_is_cancelled(
     customer: Customer, django_capture_on_commit_callbacks: Any
 ) -> None:
     fulfilled = _reserved(customer)
-    reservation = Reservation.objects.get(pk=fulfilled.reservation_id)
+    reservation = Reservation.objects.get(order_id=fulfilled.pk)
 
     with django_capture_on_commit_callbacks(execute=True):
         run(scheduler.reservation_cancel, reservation=reservation, reason="plans changed")
@@ -65,7 +65,7 @@ def test_an_order_closes_when_its_reservations_window_is_over(customer: Customer
 
 def test_a_lost_hook_is_made_up_for_by_the_periodic_task(customer: Customer) -> None:
     fulfilled = order(customer.project, "1xh100")
-    workload = Workload.objects.get(pk=fulfilled.workload_id)
+    workload = Workload.objects.get(order_id=fulfilled.pk)
     # Outside a committed transaction the on-commit hook never runs: as if it failed.
     run(scheduler.workload_cancel, workload=workload, reason="done")
     assert _status(fulfilled)[0] == OrderStatus.FULFILLED
