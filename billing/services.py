@@ -533,7 +533,7 @@ def _failure(
     invoice: Invoice, attempt: int, intent: str, code: str, message: str
 ) -> ev.InvoicePaymentFailed:
     """Dunning: retry after ``BILLING_DUNNING_RETRY_BASE_S`` doubling per failure; after
-    ``BILLING_DUNNING_MAX_FAILURES`` stop retrying (new orders are refused until paid)."""
+    ``BILLING_DUNNING_MAX_FAILURES`` stop retrying (new work is refused until paid)."""
     failures = invoice.payment_failures + 1
     retry = None
     if failures < settings.BILLING_DUNNING_MAX_FAILURES:
@@ -644,8 +644,9 @@ def collect_due(*, actor: Actor = SYSTEM, now: datetime | None = None) -> int:
 
 
 def payment_refusal(organization: Organization) -> str | None:
-    """The orders payment check: new orders wait while an invoice is unpaid after dunning
-    gave up (or was written off). Running work is never touched."""
+    """The payment check of new work: orders, workloads and reservations wait while an
+    invoice is unpaid after dunning gave up (or was written off). Running work is never
+    touched."""
     overdue = (
         Invoice.objects.filter(organization=organization, status__in=OPEN)
         .filter(payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES)

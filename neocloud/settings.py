@@ -190,6 +190,7 @@ CELERY_BEAT_SCHEDULE = {
     "heartbeat-check": {"task": "inventory.check_heartbeats", "schedule": 15.0},
     "scheduler-tick": {"task": "scheduler.tick", "schedule": 5.0},
     "metering-budgets-check": {"task": "metering.budgets_check", "schedule": 60.0},
+    "orders-close-ended": {"task": "orders.close_ended", "schedule": 60.0},
     # Closes the previous month on the 1st (any later day too: closing twice changes nothing).
     "billing-close-period": {
         "task": "billing.close_previous_period",
