@@ -169,13 +169,19 @@ class Actor:
         membership = self.memberships.get(organization_id)
         return membership.role if membership else None
 
-    def has_scope(self, scope: str) -> bool:
+    @property
+    def granted_scopes(self) -> frozenset[str]:
+        """The scopes the actor acts with: its key's and those they imply; every scope
+        without a key."""
         if self.api_key is None:
-            return True
+            return frozenset(Scope)
         granted: set[str] = set()
         for held in self.api_key.scopes:
             granted |= _SCOPE_IMPLIES[Scope(held)]
-        return scope in granted
+        return frozenset(granted)
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.granted_scopes
 
     def allowed(self, action: Action, organization: Organization) -> bool:
         permission = PERMISSIONS[action]

@@ -26,6 +26,7 @@ from tenants.access import ROLE_SCOPES, Action, Actor
 from tenants.errors import (
     AlreadyMember,
     InvitationInvalid,
+    KeyWiderThanCreator,
     LastOwner,
     OwnerRequired,
     PermissionDenied,
@@ -429,8 +430,6 @@ def api_key_create(
         raise PermissionDenied("the key's user is not a member of this organization")
     wanted = set(scopes)
     allowed = ROLE_SCOPES[membership.role]
-    if actor.api_key is not None:
-        allowed = allowed & frozenset(actor.api_key.scopes)
     if not wanted or not wanted <= allowed:
         raise ScopeNotAllowed(
             f"a {membership.role} may hold keys with scopes {sorted(allowed)}",
@@ -440,6 +439,7 @@ def api_key_create(
         raise ValidationFailed("project not in this organization", fields={"project": ["other"]})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed("expiry is in the past", fields={"expires_at": ["past"]})
+    _check_within_key(actor, wanted, project, expires_at)
     prefix, key = secrets.new_api_key()
     api_key_id = uuid.uuid4()
     _append(
@@ -459,6 +459,28 @@ def api_key_create(
         ],
     )
     return ApiKey.objects.get(pk=api_key_id), key
+
+
+def _check_within_key(
+    actor: Actor, scopes: set[str], project: Project | None, expires_at: datetime | None
+) -> None:
+    """A key makes only keys no wider than itself, or a stolen project key or a key about to
+    expire would buy its holder a lasting organization-wide one. A session is not limited."""
+    creator = actor.api_key
+    if creator is None:
+        return
+    fields: dict[str, list[str]] = {}
+    beyond = scopes - actor.granted_scopes
+    if beyond:
+        fields["scopes"] = [f"the creating key lacks {', '.join(sorted(beyond))}"]
+    if creator.project_id is not None and (project is None or project.pk != creator.project_id):
+        fields["project"] = [f"the creating key is limited to project {creator.project_id}"]
+    if creator.expires_at is not None and (expires_at is None or expires_at > creator.expires_at):
+        fields["expires_at"] = [
+            f"the creating key expires at {creator.expires_at.isoformat()}: no later"
+        ]
+    if fields:
+        raise KeyWiderThanCreator("a key makes no key wider than itself", fields=fields)
 
 
 def api_key_revoke(*, actor: Actor, api_key: ApiKey) -> ApiKey:
