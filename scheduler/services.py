@@ -46,18 +46,13 @@ BUILTIN_PRIORITY_CLASSES: dict[str, tuple[int, bool]] = {
 TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
 
 
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change scheduling policy")
-
-
 # --- policy ----------------------------------------------------------------------------------
 
 
 def priority_class_define(
     *, actor: Actor, name: str, value: int, preemptible: bool = False, description: str = ""
 ) -> PriorityClass:
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     store.append(
         ev.PRIORITY_CLASS_STREAM,
         name,
@@ -95,7 +90,7 @@ def queue_configure(
 ) -> Queue:
     """Set a project's queue terms. Its nominal quota is the project's quota; ``cohort``
     defaults to the organization, so its projects lend each other idle quota."""
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     if weight <= 0:
         raise ValidationFailed("weight must be positive", fields={"weight": ["not_positive"]})
     with transaction.atomic():

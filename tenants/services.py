@@ -44,7 +44,6 @@ from tenants.models import (
     ProjectsScope,
     Quota,
     Role,
-    Scope,
     User,
 )
 
@@ -102,8 +101,7 @@ def user_update(
 ) -> User:
     """Operators change a user's name, operator rights or activity (deactivated: every key
     and session stops working)."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change users")
+    actor.require(Action.USER_MANAGE)
     User.objects.filter(pk=user.pk).update(
         full_name=full_name, is_staff=is_staff, is_active=is_active
     )
@@ -129,8 +127,7 @@ def organization_create(
     *, actor: Actor, name: str, owner: User, billing_email: str = "", slug: str = ""
 ) -> Organization:
     """Operators create customers; the owner becomes the first member."""
-    if not (actor.is_staff and actor.has_scope(Scope.ADMIN)):
-        raise PermissionDenied("only operators create organizations")
+    actor.require(Action.ORGANIZATION_OPERATE)
     slug = slug or _free_slug(slugify(name) or "org")
     if Organization.objects.filter(slug=slug).exists():
         raise SlugTaken(f"slug {slug!r} is taken", fields={"slug": ["taken"]})
@@ -272,7 +269,7 @@ def _check_projects(
 
 def _check_owner_rights(actor: Actor, organization: Organization, *roles: str) -> None:
     """Only owners (or operators) grant or take away the owner role."""
-    if Role.OWNER in roles and not (actor.is_staff or actor.role_in(organization.id) == Role.OWNER):
+    if Role.OWNER in roles and not actor.allowed(Action.OWNER_MANAGE, organization):
         raise OwnerRequired("only an owner changes owners")
 
 
@@ -397,7 +394,9 @@ def member_remove(*, actor: Actor, membership: Membership) -> None:
     organization = _fresh(membership.organization)
     membership = Membership.objects.get(pk=membership.pk)
     leaving = actor.user is not None and actor.user.pk == membership.user_id
-    if not leaving:
+    if leaving:
+        actor.require(Action.MEMBER_LEAVE, organization)
+    else:
         actor.require(Action.MEMBER_MANAGE, organization)
         _check_owner_rights(actor, organization, membership.role)
     if membership.role == Role.OWNER and _owners(organization) == 1:
@@ -423,8 +422,10 @@ def api_key_create(
     organization = _fresh(organization)
     actor.require(Action.API_KEY_OWN, organization)
     owner = user or actor.user
-    if owner is None or (owner != actor.user and not actor.is_staff):
+    if owner is None:
         raise PermissionDenied("a key belongs to the user who creates it")
+    if owner != actor.user:
+        actor.require(Action.API_KEY_ISSUE, organization)
     membership = Membership.objects.filter(organization=organization, user=owner).first()
     if membership is None:
         raise PermissionDenied("the key's user is not a member of this organization")
