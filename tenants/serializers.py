@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from events.models import Event
+from tenants import selectors
 from tenants.models import (
     ApiKey,
     Invitation,
@@ -230,7 +233,10 @@ class MeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """An event as the feeds show it: its data without credentials."""
+
     actor = serializers.SerializerMethodField()
+    data = serializers.SerializerMethodField()
 
     class Meta:
         model = Event
@@ -245,6 +251,10 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "recorded_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_data(self, event: Event) -> dict[str, Any]:
+        return selectors.audit_data(event)
 
     def get_actor(self, event: Event) -> str | None:
         actor = event.metadata.get("actor")

@@ -10,11 +10,11 @@ from billing.models import Invoice
 from events.models import Event
 from tenants.access import Actor
 from tenants.errors import PermissionDenied
-from tenants.models import Scope
+from tenants.models import Membership, Scope
 from tests import commerce_builders
 from tests.billing.conftest import History
 from tests.billing.test_invoices import at, close, only_invoice
-from tests.builders import Builder
+from tests.builders import Builder, client_with_key
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -53,3 +53,39 @@ def test_an_operator_write_key_collects(build: Builder, invoice: Invoice) -> Non
     assert [(p.attempt, p.status, p.code) for p in collected.payments.all()] == [
         (1, "failed", "no_payment_method")
     ]
+
+
+@pytest.mark.parametrize(
+    ("caller", "status"),
+    [
+        ("owner", 200),
+        ("billing", 200),
+        ("billing in a session", 200),
+        ("admin", 403),
+        ("member", 404),
+        ("viewer", 404),
+        ("owner's read key", 403),
+        ("billing's read key", 403),
+    ],
+)
+def test_owners_and_billing_members_pay(
+    build: Builder, customer: commerce_builders.Customer, invoice: Invoice, caller: str, status: int
+) -> None:
+    role, _, how = caller.partition(" ")
+    role = role.removesuffix("'s")
+    if how == "in a session":
+        client = client_with_key(None)
+        client.force_authenticate(
+            Membership.objects.get(organization=customer.organization, role=role).user
+        )
+    elif how == "read key":
+        user = Membership.objects.filter(organization=customer.organization, role=role)[0].user
+        client = client_with_key(build.key(customer.organization, user, [Scope.READ])[1])
+    else:
+        client = customer.client(role)
+
+    response = client.post(f"/api/v1/invoices/{invoice.pk}/pay")
+
+    assert response.status_code == status
+    attempts = Invoice.objects.get(pk=invoice.pk).payment_attempts
+    assert attempts == (1 if status == 200 else 0)
