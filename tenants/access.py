@@ -75,6 +75,7 @@ class Action(enum.Enum):
     INVOICE_PAY = "invoice.pay"  # set the card, pay an invoice
     BILLING_OPERATE = "billing.operate"  # profiles, credits, closing months, corrections
     CATALOG_WRITE = "catalog.write"  # offerings and their prices
+    FLEET_READ = "fleet.read"  # clusters, nodes, their topology and capacity
     FLEET_WRITE = "fleet.write"  # GPU models, regions, clusters, racks, nodes
     SCHEDULING_WRITE = "scheduling.write"  # priority classes, queues
     USER_MANAGE = "user.manage"  # names, operator rights, deactivation
@@ -116,6 +117,7 @@ PERMISSIONS: dict[Action, Permission] = {
     Action.INVOICE_PAY: Permission(frozenset({Role.OWNER, Role.BILLING}), Scope.WRITE),
     Action.BILLING_OPERATE: Permission(OPERATORS, Scope.ADMIN),
     Action.CATALOG_WRITE: Permission(OPERATORS, Scope.ADMIN),
+    Action.FLEET_READ: Permission(OPERATORS, Scope.READ),
     Action.FLEET_WRITE: Permission(OPERATORS, Scope.ADMIN),
     Action.SCHEDULING_WRITE: Permission(OPERATORS, Scope.ADMIN),
     Action.USER_MANAGE: Permission(OPERATORS, Scope.ADMIN),

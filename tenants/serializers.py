@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from events.models import Event
@@ -236,7 +234,6 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
     """An event as the feeds show it: its data without credentials."""
 
     actor = serializers.SerializerMethodField()
-    data = serializers.SerializerMethodField()
 
     class Meta:
         model = Event
@@ -252,9 +249,10 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         ]
         read_only_fields = fields
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_data(self, event: Event) -> dict[str, Any]:
-        return selectors.audit_data(event)
+    def to_representation(self, event: Event) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(event)
+        shown["data"] = selectors.audit_data(event)
+        return shown
 
     def get_actor(self, event: Event) -> str | None:
         actor = event.metadata.get("actor")
