@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from events.models import Event
-from tenants import services
-from tenants.access import Actor
+from tenants import access, services
+from tenants.access import Action, Actor
 from tenants.errors import KeyWiderThanCreator
 from tenants.models import ApiKey, Membership, Organization, Project, Role, Scope, User
 from tests.builders import Builder, client_with_key, run
@@ -132,3 +132,20 @@ def test_the_api_refuses_a_wider_key_with_the_field(
     assert response.status_code == 400
     error = response.json()["error"]
     assert (error["code"], list(error["fields"])) == ("key_wider_than_creator", ["project"])
+
+
+def test_a_key_never_grants_a_scope_it_lacks(
+    build: Builder, org: Organization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Today only admin keys make keys, and admin implies every scope; the rule holds for a
+    # table that lets write keys make keys too.
+    monkeypatch.setitem(
+        access.PERMISSIONS, Action.API_KEY_OWN, access.Permission(access.ALL_ROLES, Scope.WRITE)
+    )
+    creator_key, _ = build.key(org, owner_user(org), scopes=[Scope.WRITE])
+
+    with pytest.raises(KeyWiderThanCreator) as refused:
+        made_by(creator_key, org, scopes=[Scope.READ, Scope.ADMIN])
+
+    assert refused.value.fields == {"scopes": ["the creating key lacks admin"]}
+    assert made_by(creator_key, org, scopes=[Scope.READ]).scopes == ["read"]
