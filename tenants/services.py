@@ -390,7 +390,8 @@ def member_set_projects(
 
 
 def member_remove(*, actor: Actor, membership: Membership) -> None:
-    """Managers remove members; anyone may leave. Their keys in the organization die too."""
+    """Managers remove members; anyone may leave (``member.leave``: in a session or with an
+    admin key, as for managing their keys). Their keys in the organization die too."""
     organization = _fresh(membership.organization)
     membership = Membership.objects.get(pk=membership.pk)
     leaving = actor.user is not None and actor.user.pk == membership.user_id
