@@ -43,7 +43,6 @@ from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
 from neocloud.transactions import atomic_with_retry
 from tenants.access import Action, Actor
-from tenants.errors import PermissionDenied
 from tenants.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -86,11 +85,6 @@ class Period:
         return Period.of(self.start - timedelta(days=1))
 
 
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change billing settings")
-
-
 # --- billing accounts and credits ------------------------------------------------------------
 
 
@@ -129,7 +123,7 @@ def account_profile_set(
 ) -> BillingAccount:
     """Operators set where an organization is billed (its tax), in which currency, and its
     minimum monthly commitment."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     problems: dict[str, list[str]] = {}
     if not COUNTRY.match(billing_country):
         problems["billing_country"] = ["an ISO 3166-1 alpha-2 code such as DE"]
@@ -165,7 +159,7 @@ def credit_grant(
 ) -> uuid.UUID:
     """Operators grant promotional credit (a discount) or record prepaid credit (money paid
     in advance); invoices use them oldest first (``rating``)."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     if kind not in {"promotional", "prepaid"}:
         raise BillingInvalid("kind is promotional or prepaid", fields={"kind": ["unknown"]})
     if amount_minor <= 0:
@@ -346,7 +340,7 @@ def invoices_draft(
     them. An invoice already finalized is left as it is, so closing twice changes nothing.
 
     Locks the organization's row: its credits are used by one invoice at a time."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     Organization.objects.select_for_update().get(pk=organization.pk)
     done = []
     for draft in drafts_for(organization, period, inputs):
@@ -395,7 +389,7 @@ def period_close(*, actor: Actor, period: Period, finalize: bool = True) -> Clos
     """Invoice every organization for ``period`` (each in its own transaction). An
     organization whose usage has no price is reported and left for an operator; the others
     are invoiced."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     inputs = Inputs.read(period)
     report = CloseReport(period.name)
     for organization in Organization.objects.order_by("slug"):
@@ -432,7 +426,7 @@ def _invoice_append(actor: Actor, invoice: Invoice, events: Sequence[DomainEvent
 
 def invoice_void(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
     """Cancel an invoice nothing was paid on (its credits come back)."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {InvoiceStatus.DRAFT, *OPEN} or invoice.paid_minor:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice cannot be voided")
@@ -441,7 +435,7 @@ def invoice_void(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
 
 
 def invoice_mark_uncollectible(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status != InvoiceStatus.FINALIZED:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice cannot become uncollectible")
@@ -452,7 +446,7 @@ def invoice_mark_uncollectible(*, actor: Actor, invoice: Invoice, reason: str) -
 def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reason: str) -> Invoice:
     """Correct a finalized invoice without changing it: the note lowers what is due; on an
     invoice already paid, the amount becomes prepaid credit for the next invoices."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {*OPEN, InvoiceStatus.PAID}:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
@@ -550,9 +544,7 @@ def invoice_collect(
     """Charge what is due on the organization's card: one PaymentIntent per attempt.
 
     Not in a transaction: the attempt commits, Stripe is called, the outcome commits."""
-    if not actor.is_staff:
-        organization = Organization.objects.get(pk=invoice.organization_id)
-        actor.require(Action.INVOICE_PAY, organization)
+    actor.require(Action.INVOICE_PAY, Organization.objects.get(pk=invoice.organization_id))
     payment = atomic_with_retry(_attempt_start, actor=actor, invoice_id=invoice.pk)
     if payment is None:
         return Invoice.objects.get(pk=invoice.pk)

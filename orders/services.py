@@ -289,8 +289,7 @@ def approval_threshold() -> int:
 
 
 def approval_threshold_set(*, actor: Actor, threshold_gpus: int) -> ApprovalPolicy:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators set the approval threshold")
+    actor.require(Action.ORDER_APPROVE)
     if threshold_gpus < 0:
         raise ValidationFailed("not negative", fields={"threshold_gpus": ["not negative"]})
     if approval_threshold() != threshold_gpus or not ApprovalPolicy.objects.exists():
@@ -417,8 +416,7 @@ def _request_of(order: Order) -> OrderRequest:
 def order_approve(*, actor: Actor, order: Order) -> Order:
     """Operators approve a validated order; it is checked again (the catalog, standing and
     quotas may have changed while it waited) and fulfilled."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators approve orders")
+    actor.require(Action.ORDER_APPROVE)
     order = _locked(order)
     _require_status(order, "approve", frozenset({OrderStatus.VALIDATED}))
     shape = check_shape(
@@ -553,8 +551,7 @@ def _require_status(order: Order, step: str, allowed: frozenset[OrderStatus]) ->
 
 def order_reject(*, actor: Actor, order: Order, reason: str) -> Order:
     """Operators turn down an order that waits for approval."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators reject orders")
+    actor.require(Action.ORDER_APPROVE)
     order = _locked(order)
     _require_status(order, "reject", REJECTABLE)
     return _append(actor, order, [ev.OrderRejected(code="rejected_by_operator", reason=reason)])

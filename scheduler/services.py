@@ -62,18 +62,13 @@ TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
 MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
 
 
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change scheduling policy")
-
-
 # --- policy ----------------------------------------------------------------------------------
 
 
 def priority_class_define(
     *, actor: Actor, name: str, value: int, preemptible: bool = False, description: str = ""
 ) -> PriorityClass:
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     store.append(
         ev.PRIORITY_CLASS_STREAM,
         name,
@@ -111,7 +106,7 @@ def queue_configure(
 ) -> Queue:
     """Set a project's queue terms. Its nominal quota is the project's quota; ``cohort``
     defaults to the organization, so its projects lend each other idle quota."""
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     if weight <= 0:
         raise ValidationFailed("weight must be positive", fields={"weight": ["not_positive"]})
     with transaction.atomic():
