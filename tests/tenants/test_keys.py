@@ -76,7 +76,11 @@ def test_a_key_never_makes_a_wider_key(
     field: str,
 ) -> None:
     now = timezone.now()
-    limits = {"project": {"project": mine}, "expiring": {"expires_at": now + DAY}}[creator]
+    choices: dict[str, dict[str, Any]] = {
+        "project": {"project": mine},
+        "expiring": {"expires_at": now + DAY},
+    }
+    limits = choices[creator]
     creator_key, _ = build.key(org, owner_user(org), **limits)
     if wanted.get("project") == "other":
         wanted = {"project": other}

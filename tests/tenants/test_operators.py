@@ -29,7 +29,9 @@ from tests.builders import Builder, run
 
 pytestmark = pytest.mark.django_db
 
-READ, WRITE, ADMIN = [Scope.READ], [Scope.READ, Scope.WRITE], [Scope.READ, Scope.WRITE, Scope.ADMIN]
+READ: list[str] = [Scope.READ]
+WRITE: list[str] = [Scope.READ, Scope.WRITE]
+ADMIN: list[str] = [Scope.READ, Scope.WRITE, Scope.ADMIN]
 
 
 @dataclass
@@ -52,6 +54,7 @@ class World:
 def world(build: Builder) -> World:
     shop = commerce_builders.shop()
     h100 = shop.nodes[0].gpu_model
+    assert h100 is not None
     registered = commerce_builders.node(shop.cluster, "h100-new", h100, state=NodeState.REGISTERED)
     return World(
         shop=shop,
