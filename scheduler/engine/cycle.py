@@ -579,9 +579,9 @@ def _place_or_preempt(
 def _free_quota(
     request: Request, model: str, scheduler: Scheduler, shapes: Shapes, now: float
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
-    """Victims whose quota the request takes when its queue's quota of ``model`` keeps it out
-    (Kueue's ``withinClusterQueue: LowerPriority``), and where it then lands; or None, and
-    nobody is touched.
+    """Victims whose quota the request takes when its queue's (or its organization's) quota of
+    ``model`` keeps it out (Kueue's ``withinClusterQueue: LowerPriority``), and where it then
+    lands; or None, and nobody is touched.
 
     Victims are the queue's own lower-priority preemptible work of ``model`` that ran before
     this cycle, taken cheapest first until the quota admits the request's minimum; then any
@@ -589,30 +589,34 @@ def _free_quota(
     capacity its victims give back (no preemption for capacity on top)."""
     ledger, capacity = scheduler.ledger, scheduler.capacity
     least = request.demand_on(request.least_nodes)
-    # The queue's own usage enters the check only as ``used + milli``: freeing ``freed``
-    # milli-GPU of it is checking for ``least - freed``.
-    freed = 0
+    queue, organization = request.queue, request.organization
+    # Victims leave the ledger as they are taken (their queue's usage and their
+    # organization's), and come back when spared.
     victims: list[Allocation] = []
-    for victim in scheduler.by_cost.preemptible_in(request.queue, model):
+    admitted = False
+    for victim in scheduler.by_cost.preemptible_in(queue, model):
         if victim.priority >= request.priority:
-            return None  # by priority from here on: nobody else is lower
+            break  # by priority from here on: nobody else is lower
         if victim.workload == request.id:
             continue
         victims.append(victim)
-        freed += victim.gpu_milli
-        if ledger.check(request.queue, model, least - freed) is None:
+        ledger.remove(victim)
+        if ledger.check(queue, model, least, organization) is None:
+            admitted = True
             break
-    else:
+    if not admitted:
+        for victim in victims:
+            ledger.add(victim)
         return None
     needed: list[Allocation] = []
     for victim in reversed(victims):
-        if ledger.check(request.queue, model, least - freed + victim.gpu_milli) is None:
-            freed -= victim.gpu_milli  # spared
-        else:
-            needed.append(victim)
+        ledger.add(victim)
+        if ledger.check(queue, model, least, organization) is None:
+            continue  # spared
+        ledger.remove(victim)
+        needed.append(victim)
     victims = needed[::-1]
     for victim in victims:
-        ledger.remove(victim)
         capacity.give(victim)
     trial = _trial(request, model, scheduler, now)
     placements = None if isinstance(trial, PendingReason) else place(capacity, trial, model, shapes)
@@ -624,12 +628,13 @@ def _free_quota(
 
 
 def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
-    """The most nodes of the request its queue's quota of ``model`` admits (down to the gang
-    minimum), or why not even the minimum is."""
+    """The most nodes of the request its queue's and organization's quotas of ``model`` admit
+    (down to the gang minimum), or why not even the minimum is."""
+    queue, organization = request.queue, request.organization
     for nodes in range(request.nodes, request.least_nodes, -1):
-        if ledger.check(request.queue, model, request.demand_on(nodes)) is None:
+        if ledger.check(queue, model, request.demand_on(nodes), organization) is None:
             return nodes
-    quota = ledger.check(request.queue, model, request.demand_on(request.least_nodes))
+    quota = ledger.check(queue, model, request.demand_on(request.least_nodes), organization)
     return request.least_nodes if quota is None else quota
 
 

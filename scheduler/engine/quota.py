@@ -3,7 +3,9 @@
 A queue always may use its nominal quota. Beyond it, it borrows: at most ``borrowing_limit``
 GPUs, and only what the other queues of its cohort leave unused of what they lend
 (``lending_limit``, default all of their nominal). Queues absent from the policy are not
-limited. Everything is counted in milli-GPU.
+limited. On top of that, an organization with a quota of a model caps the sum of what the work
+of all of its queues holds of it: its projects' quotas and borrowing never add up to more than
+the organization's. Everything is counted in milli-GPU.
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ class QuotaLedger:
     def __init__(self, policy: Policy, allocations: Iterable[Allocation]) -> None:
         self.policy = policy
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        # By organization: what the work naming it holds, whichever queue it is in.
+        self.organization_used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for allocation in allocations:
             self.add(allocation)
 
     def add(self, allocation: Allocation) -> None:
-        self.used[allocation.queue][allocation.gpu_model or ""] += allocation.gpu_milli
+        model, milli = allocation.gpu_model or "", allocation.gpu_milli
+        self.used[allocation.queue][model] += milli
+        self.organization_used[allocation.organization][model] += milli
 
     def remove(self, allocation: Allocation) -> None:
-        self.used[allocation.queue][allocation.gpu_model or ""] -= allocation.gpu_milli
+        model, milli = allocation.gpu_model or "", allocation.gpu_milli
+        self.used[allocation.queue][model] -= milli
+        self.organization_used[allocation.organization][model] -= milli
 
     def _cohort(self, queue: QueueConfig) -> list[QueueConfig]:
         if not queue.cohort:
@@ -53,20 +61,23 @@ class QuotaLedger:
             borrowed += self.borrowing(other.name, model)
         return lent - borrowed
 
-    def check(self, queue: str, model: str, milli: int) -> PendingReason | None:
-        """None when ``milli`` more of ``model`` fits the queue's quota, else the reason."""
+    def check(
+        self, queue: str, model: str, milli: int, organization: str = ""
+    ) -> PendingReason | None:
+        """None when ``milli`` more of ``model`` fits the queue's quota and its
+        ``organization``'s, else the reason."""
         config = self.policy.queues.get(queue)
         if config is None:
-            return None
+            return self._check_organization(organization, model, milli)
         nominal = config.nominal.get(model, 0) * WHOLE
         used = self.used[queue][model]
         beyond = used + milli - nominal
         if beyond <= 0:
-            return None
+            return self._check_organization(organization, model, milli)
         limit = None if config.borrowing_limit is None else config.borrowing_limit * WHOLE
         pool = self.pool_free(config, model)
         if (limit is None or beyond <= limit) and beyond <= pool:
-            return None
+            return self._check_organization(organization, model, milli)
         gpus = f"{used / WHOLE:g} of {nominal / WHOLE:g} {model}"
         return PendingReason(
             ReasonCode.QUOTA,
@@ -79,6 +90,27 @@ class QuotaLedger:
                 "nominal": nominal / WHOLE,
                 "needed": milli / WHOLE,
                 "borrowable": max(0, pool) / WHOLE,
+            },
+        )
+
+    def _check_organization(self, organization: str, model: str, milli: int) -> PendingReason | None:
+        quotas = self.policy.organizations.get(organization) if organization else None
+        if not quotas or model not in quotas:
+            return None
+        quota = quotas[model] * WHOLE
+        used = self.organization_used[organization][model]
+        if used + milli <= quota:
+            return None
+        return PendingReason(
+            ReasonCode.QUOTA,
+            f"organization {organization} uses {used / WHOLE:g} of {quota / WHOLE:g} {model}"
+            f" over all of its projects; needs {milli / WHOLE:g} more",
+            {
+                "organization": organization,
+                "gpu_model": model,
+                "used": used / WHOLE,
+                "quota": quota / WHOLE,
+                "needed": milli / WHOLE,
             },
         )
 
