@@ -5,6 +5,8 @@ log position, then caught up by reading the log after it. A cycle catches up, ru
 engine, and appends its decisions to the cluster's schedule stream with the version it read.
 If another writer moved the stream, the append conflicts, nothing is written, the state is
 thrown away and rebuilt, and the cycle runs again: two schedulers can never grant one GPU.
+Likewise when a workload the cycle decided on moved after the state was read (cancelled, or
+its run ended): a grant never follows the end of its workload.
 
 Who may decide is a lease (``SchedulerLease``): at most one holder per cluster until it
 expires; a standby takes over then. The lease saves work; the expected version is what
@@ -65,6 +67,15 @@ REBUILD_TYPES = frozenset(
         ev.QueueConfigured.event_type,
         ev.ReservationCreated.event_type,
         ev.ReservationCancelled.event_type,
+    }
+)
+# What moves a workload the cycle decides on, behind the scheduler's back: its owner's cancel
+# and the end of its run (both on its own stream).
+MOVING_TYPES = frozenset(
+    {
+        ev.WorkloadCancelRequested.event_type,
+        ev.WorkloadCancelled.event_type,
+        ev.AllocationReleased.event_type,
     }
 )
 MAX_ATTEMPTS = 5
@@ -248,6 +259,11 @@ class Busy(Exception):
     """Another process of this holder is in a cycle of the cluster right now."""
 
 
+class WorkloadsMoved(Exception):
+    """Workloads the cycle decided on moved after its state was read: its decisions stand on
+    a past that is no longer so."""
+
+
 @contextmanager
 def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
     """One cycle of a cluster at a time: across threads here, and across the processes of a
@@ -293,9 +309,9 @@ def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
             state.catch_up()
         try:
             return _decide(state)
-        except StreamConflict:
-            # Another writer moved the schedule stream: our engine applied decisions that
-            # were not recorded. Start again from the log.
+        except (StreamConflict, WorkloadsMoved):
+            # Another writer moved the schedule stream, or a workload decided on: our engine
+            # applied decisions that were not recorded. Start again from the log.
             forget(cluster_id)
         except BaseException:
             forget(cluster_id)  # the same, for any failure to record them
@@ -312,8 +328,12 @@ def _decide(state: ClusterState) -> CycleResult:
     decided = time.perf_counter()
     changes = _decision_events(state, decisions, now)
     if changes:
-        # Only the decisions share the append's transaction (and its lock on the log).
+        # Only the decisions share the append's transaction (and its lock on the log). Lock
+        # order: the log's append lock first, then the workload rows the projections update
+        # (the order every workload write keeps, ``services._locked``).
         with transaction.atomic():
+            store.take_append_lock()
+            _check_unmoved(state, decisions)
             recorded = store.append(
                 ev.SCHEDULE_STREAM,
                 str(state.cluster_id),
@@ -351,6 +371,19 @@ def _decide(state: ClusterState) -> CycleResult:
         preempted=len(decisions.preemptions),
         waiting=len(decisions.pending),
     )
+
+
+def _check_unmoved(state: ClusterState, decisions: Decisions) -> None:
+    """Raise ``WorkloadsMoved`` if the log recorded, after the state's position, a cancel or a
+    release of a workload the decisions admit, grant or preempt. Under the append lock: what
+    is not in the log now cannot commit before the decisions do."""
+    decided = {w for w, admitted in state.view.waiting.items() if not admitted}
+    decided.update(a.workload for a in decisions.allocations)
+    decided.update(p.victim for p in decisions.preemptions)
+    for batch in store.iter_batches(after=state.position, types=MOVING_TYPES):
+        moved = decided.intersection(e.stream_id for e in batch)
+        if moved:
+            raise WorkloadsMoved(", ".join(sorted(moved)))
 
 
 def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -> list[DomainEvent]:
