@@ -200,7 +200,9 @@ def _nodes(
 def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
     """Queues of every project with a queue or with work here and a quota: nominal quota per
     model is the project's quota, else its organization's, else all the cluster has. A
-    project without any quota is left out: the engine does not limit it."""
+    project without any quota is left out: the engine does not limit it. An organization's
+    own quota also caps the sum over all of its projects (``Policy.organizations``): inherited
+    by each, it is not multiplied by their number."""
     fleet: dict[str, int] = {}
     for node in nodes:
         if node.gpu_model:
@@ -219,6 +221,11 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
         limits.setdefault((quota.organization_id, quota.project_id), {})[quota.gpu_model] = (
             quota.max_gpus
         )
+    organizations = {
+        str(organization_id): dict(models)
+        for (organization_id, project_id), models in limits.items()
+        if project_id is None
+    }
     queues: dict[str, QueueConfig] = {}
     for project_id, organization_id in projects.items():
         own = limits.get((organization_id, project_id), {})
@@ -252,4 +259,4 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
             cluster_id=cluster_id, status=ReservationStatus.ACTIVE, ends_at__gt=now
         ).order_by("starts_at", "id")
     )
-    return Policy(queues=queues, reservations=reservations)
+    return Policy(queues=queues, organizations=organizations, reservations=reservations)
