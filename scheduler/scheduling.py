@@ -38,9 +38,17 @@ from inventory.models import Cluster
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
-from scheduler.engine.model import Decisions, PendingReason, Snapshot
+from scheduler.engine.fairshare import FairShareUsage
+from scheduler.engine.model import Allocation, Decisions, PendingReason, Snapshot
 from scheduler.models import SchedulerLease, WorkloadWait
-from scheduler.snapshot import ClusterView, allocation_of, cluster_view, epoch, request_of
+from scheduler.snapshot import (
+    ClusterView,
+    allocation_of,
+    cluster_usage,
+    cluster_view,
+    epoch,
+    request_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +152,7 @@ class ClusterState:
     version: int
     view: ClusterView
     engine: Scheduler
+    usage: FairShareUsage  # kept from the grants and releases the state applies
     reasons: dict[str, PendingReason] = field(default_factory=dict)  # as written last
     reasons_refreshed: float = 0.0  # monotonic time of the last full write of reasons
     stale: bool = False  # something only a rebuild reads changed
@@ -159,9 +168,18 @@ class ClusterState:
             position = store.head_position()
             version = store.stream_version(ev.SCHEDULE_STREAM, str(cluster_id))
             view = cluster_view(cluster_id)
+            usage = cluster_usage(
+                cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, timezone.now()
+            )
         running = view.faults + tuple(a for _, a in view.running.values())
         engine = Scheduler(Snapshot(view.nodes, running), view.policy)
-        return cls(cluster_id, term, position, version, view, engine)
+        return cls(cluster_id, term, position, version, view, engine, usage)
+
+    def started(self, allocation: Allocation, at: float) -> None:
+        self.usage.start(allocation.queue, allocation.organization, allocation.gpu_milli, at)
+
+    def stopped(self, allocation: Allocation, at: float) -> None:
+        self.usage.stop(allocation.queue, allocation.organization, allocation.gpu_milli, at)
 
     def catch_up(self) -> None:
         """Apply what the log recorded since ``position``."""
@@ -205,6 +223,7 @@ class ClusterState:
             view.running[workload] = (uuid.UUID(data["allocation_id"]), allocation)
             view.waiting.pop(workload, None)
             self.engine.add(allocation)
+            self.started(allocation, allocation.started_at)
         else:  # a release: preempted (schedule stream) or ended (workload stream)
             held = view.running.get(workload)
             if held is None or str(held[0]) != str(data["allocation_id"]):
@@ -217,6 +236,7 @@ class ClusterState:
                 return
             del view.running[workload]
             self.engine.release(held[1])
+            self.stopped(held[1], epoch(data.get("released_at") or event.recorded_at))
             requeued = event.type == ev.WorkloadPreempted.event_type or data["status"] == "pending"
             if requeued:
                 view.waiting[workload] = False
@@ -324,6 +344,7 @@ def _decide(state: ClusterState) -> CycleResult:
     view, now = state.view, timezone.now()
     began = time.perf_counter()
     pending = [view.requests[w] for w in sorted(view.waiting)]
+    state.engine.fair_share(*state.usage.as_of(now.timestamp()))
     decisions = state.engine.cycle(pending, now.timestamp())
     decided = time.perf_counter()
     changes = _decision_events(state, decisions, now)
@@ -351,7 +372,7 @@ def _decide(state: ClusterState) -> CycleResult:
                     if e.type == ev.AllocationGranted.event_type
                 ]
             )
-    _applied(state, decisions, changes)
+    _applied(state, decisions, changes, now.timestamp())
     appended = time.perf_counter()
     _record_reasons(state, decisions, now)
     logger.debug(
@@ -428,19 +449,22 @@ def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -
     return changes
 
 
-def _applied(state: ClusterState, decisions: Decisions, changes: Iterable[DomainEvent]) -> None:
+def _applied(
+    state: ClusterState, decisions: Decisions, changes: Iterable[DomainEvent], now: float
+) -> None:
     """Bring the bookkeeping around the engine (which applied its decisions) up to date."""
     view = state.view
     for workload in view.waiting:
         view.waiting[workload] = True
     for preemption in decisions.preemptions:
-        del view.running[preemption.victim]
+        state.stopped(view.running.pop(preemption.victim)[1], now)
         view.waiting[preemption.victim] = False  # pending again: admitted anew next cycle
     granted = {str(c.workload_id): c for c in changes if isinstance(c, ev.AllocationGranted)}
     for allocation in decisions.allocations:
         grant = granted[allocation.workload]
         view.running[allocation.workload] = (grant.allocation_id, allocation)
         view.waiting.pop(allocation.workload, None)
+        state.started(allocation, now)
 
 
 REASONS_REFRESH_S = 1.0  # changed figures of known waits are written at most this often

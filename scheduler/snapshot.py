@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from inventory.lifecycle import NodeState
 from inventory.models import Node as NodeRow
+from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import (
     Allocation,
     Node,
@@ -37,6 +38,9 @@ from scheduler.models import Reservation as ReservationRow
 from tenants.models import Quota
 
 FAULT_PREFIX = "fault:"  # allocations that stand for faulty GPUs: never free, never preempted
+# Allocations that ended this many half-lives ago count for less than 0.1 % of their usage:
+# older ones are not read.
+USAGE_HORIZON_HALF_LIVES = 10
 
 
 def epoch(moment: datetime | str | None) -> float:
@@ -153,6 +157,26 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
         waiting=waiting,
         policy=cluster_policy(cluster_id, nodes),
     )
+
+
+def cluster_usage(cluster_id: uuid.UUID, half_life_s: float, now: datetime) -> FairShareUsage:
+    """The decayed usage of the cluster's queues and organizations, from its allocations
+    (the grants and releases of the log) up to ``now``."""
+    usage = FairShareUsage(half_life_s)
+    if half_life_s <= 0:
+        return usage
+    horizon = now - timedelta(seconds=half_life_s * USAGE_HORIZON_HALF_LIVES)
+    rows = (
+        AllocationRow.objects.filter(cluster_id=cluster_id)
+        .filter(Q(released_at__isnull=True) | Q(released_at__gt=horizon))
+        .values_list("project_id", "organization_id", "gpu_milli", "granted_at", "released_at")
+    )
+    for project_id, organization_id, milli, granted_at, released_at in rows.iterator():
+        queue, organization = str(project_id), str(organization_id)
+        usage.start(queue, organization, milli, epoch(granted_at))
+        if released_at is not None:
+            usage.stop(queue, organization, milli, epoch(released_at))
+    return usage
 
 
 def _nodes(

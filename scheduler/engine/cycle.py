@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import sub
 from typing import Any
 
 from scheduler.engine import reasons
@@ -101,6 +100,12 @@ class Scheduler:
     @property
     def snapshot(self) -> Snapshot:
         return Snapshot(self.nodes, tuple(self.running.values()))
+
+    def fair_share(self, queues: Mapping[str, float], organizations: Mapping[str, float]) -> None:
+        """Order the next cycles by this decayed usage (the policy's ``usage_history`` and
+        ``organization_usage``): it moves with the clock, the rest of the policy does not."""
+        self.policy = replace(self.policy, usage_history=queues, organization_usage=organizations)
+        self.ledger.policy = self.policy
 
     def release(self, allocation: Allocation) -> None:
         """``allocation`` ended (or was taken back) since the last cycle."""
@@ -390,58 +395,44 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
     return {shape: float(count) for shape, count in counts.items()}
 
 
-# Effective priorities this far apart round apart at 9 decimals: only closer ones need the
-# rest of the key to be ordered.
-_NEAR = 1e-8
-
-
 def _ordered(
     pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
 ) -> list[Request]:
-    """Effective priority (with aging, rounded to 9 decimals), then fair share of the
-    organization, then of the queue, then arrival, then id; equal keys keep their order.
+    """Effective priority (with aging, in whole steps), then fair share of the organization,
+    then of the queue, then arrival, then id; equal keys keep their order.
 
-    Sorted by effective priority alone, then the runs of near-equal ones by the whole key:
-    the same order as sorting by the whole key, at a fraction of the cost."""
+    A share is usage over weight: what is held now (GPUs) plus the decayed past
+    (``usage_history`` per queue, ``organization_usage`` per organization, milli-GPU-hours).
+    An organization weighs as its queues do on average (1 without any)."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
-    history = policy.usage_history
-    org_queues: dict[str, list[str]] = {}
-    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
-        org_queues.setdefault(organization, []).append(queue)
+    organization_weights: dict[str, list[float]] = {}
+    for name, config in policy.queues.items():
+        organization_weights.setdefault(config.organization, []).append(weights[name])
+    history, organization_history = policy.usage_history, policy.organization_usage
     share: dict[str, float] = {}
     org_share: dict[str, float] = {}
-    for organization, queues in org_queues.items():
-        for queue in queues:
+    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
+        if queue not in share:
             current = sum(ledger.used[queue].values()) / WHOLE
-            share[queue] = (current + history.get(queue, 0.0)) / weights.get(queue, 1.0)
-        org_share[organization] = round(sum(share[q] for q in queues) / len(queues), 9)
-    rounded = {queue: round(value, 9) for queue, value in share.items()}
+            share[queue] = round((current + history.get(queue, 0.0)) / weights.get(queue, 1.0), 9)
+        if organization not in org_share:
+            held = sum(ledger.organization_used[organization].values()) / WHOLE
+            own = organization_weights.get(organization)
+            weight = sum(own) / len(own) if own else 1.0
+            past = organization_history.get(organization, 0.0)
+            org_share[organization] = round((held + past) / weight, 9)
     per_hour = policy.aging_priority_per_hour
-    priorities = [effective_priority(r.priority, now - r.submitted_at, per_hour) for r in pending]
-    order = sorted(range(len(pending)), key=priorities.__getitem__, reverse=True)
-    descending = [priorities[i] for i in order]
-    near = [k for k, gap in enumerate(map(sub, descending, descending[1:])) if gap < _NEAR]
-
-    def key(i: int) -> tuple[float, float, float, float, str, int]:
-        r = pending[i]
-        return (
-            -round(priorities[i], 9),
+    keys = [
+        (
+            -effective_priority(r.priority, now - r.submitted_at, per_hour),
             org_share[r.organization],
-            rounded[r.queue],
+            share[r.queue],
             r.submitted_at,
             r.id,
-            i,
         )
-
-    at = 0
-    while at < len(near):  # each run of near-equal priorities: order[start : end + 1]
-        start = end = near[at]
-        while at + 1 < len(near) and near[at + 1] == end + 1:
-            at += 1
-            end += 1
-        order[start : end + 2] = sorted(order[start : end + 2], key=key)
-        at += 1
-    return [pending[i] for i in order]
+        for r in pending
+    ]
+    return [pending[i] for i in sorted(range(len(pending)), key=keys.__getitem__)]
 
 
 def _blocked_by(

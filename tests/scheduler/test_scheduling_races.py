@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from django.db import connection
 
 from events import store
 from metering.models import OpenAllocation, UsageSlice
-from scheduler import audit, scheduling, services, triggers
+from scheduler import audit, scheduling, services
 from scheduler import events as ev
 from scheduler.models import Workload
 from tenants import services as tenant_services
@@ -23,16 +23,6 @@ from tests.metering.history import catch_up
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
-
-
-@pytest.fixture
-def no_triggers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Cycles only where the test runs them; no runs started or stopped."""
-    for name in ("cycle_wanted", "runs_start", "run_stop", "drain_check"):
-        monkeypatch.setattr(triggers, name, lambda *args, **kwargs: None)
-    scheduling.forget()
-    yield
-    scheduling.forget()
 
 
 def _in_threads(work: list[Callable[[], None]]) -> list[BaseException]:
