@@ -93,7 +93,9 @@ class QuotaLedger:
             },
         )
 
-    def _check_organization(self, organization: str, model: str, milli: int) -> PendingReason | None:
+    def _check_organization(
+        self, organization: str, model: str, milli: int
+    ) -> PendingReason | None:
         quotas = self.policy.organizations.get(organization) if organization else None
         if not quotas or model not in quotas:
             return None

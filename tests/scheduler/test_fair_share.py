@@ -10,7 +10,6 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-
 from scheduler import scheduling, services
 from scheduler.models import Workload
 from tenants import services as tenant_services
@@ -43,12 +42,7 @@ def _end_runs() -> None:
         with transaction.atomic():
             holder = services.run_holder(workload.pk, workload.allocation_id)
             assert holder is not None
-            services.run_ended(
-                actor=SYSTEM, workload=holder, reason="succeeded", message="done"
-            )
-
-
-
+            services.run_ended(actor=SYSTEM, workload=holder, reason="succeeded", message="done")
 
 
 def test_two_tenants_shares_converge_to_their_weights(

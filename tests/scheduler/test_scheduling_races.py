@@ -184,8 +184,7 @@ def test_an_organizations_quota_caps_the_sum_over_its_projects_under_concurrent_
     key = (str(tenant.organization.pk), "h100")
     assert checked.organization_peak_usage[key] <= 5 * 1000
     held = sum(
-        w.gpus_per_node * w.nodes
-        for w in Workload.objects.filter(allocation_id__isnull=False)
+        w.gpus_per_node * w.nodes for w in Workload.objects.filter(allocation_id__isnull=False)
     )
     assert 4 <= held <= 5  # every 1- or 2-GPU job that fits the quota holds it
     assert checked.double_booked_gpus == set()
