@@ -39,6 +39,7 @@ def _tenant(build: Builder, name: str, weight: float) -> Project:
 
 def _end_runs() -> None:
     for workload in Workload.objects.filter(allocation_id__isnull=False):
+        assert workload.allocation_id is not None
         with transaction.atomic():
             holder = services.run_holder(workload.pk, workload.allocation_id)
             assert holder is not None
