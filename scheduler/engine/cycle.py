@@ -9,6 +9,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import eq
 from typing import Any
 
 from scheduler.engine import reasons
@@ -174,7 +175,7 @@ class Scheduler:
         held_back: dict[tuple[object, ...], _Blocker | None] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
-        for request in _ordered(pending, policy, ledger, now):
+        for request in _ordered(pending, policy, now):
             known = models_of.get(request.gpu_models)
             if known is None:
                 models = _models(request, self._models_in_fleet)
@@ -395,44 +396,51 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
     return {shape: float(count) for shape, count in counts.items()}
 
 
-def _ordered(
-    pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
-) -> list[Request]:
+def _ordered(pending: Sequence[Request], policy: Policy, now: float) -> list[Request]:
     """Effective priority (with aging, in whole steps), then fair share of the organization,
-    then of the queue, then arrival, then id; equal keys keep their order.
+    then of the queue, then arrival, then id; the same order for the same requests in any
+    order.
 
-    A share is usage over weight: what is held now (GPUs) plus the decayed past
-    (``usage_history`` per queue, ``organization_usage`` per organization, milli-GPU-hours).
-    An organization weighs as its queues do on average (1 without any)."""
+    A share is decayed usage over weight (``usage_history`` per queue,
+    ``organization_usage`` per organization); an organization weighs as its queues do on
+    average (1 without any)."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
     organization_weights: dict[str, list[float]] = {}
     for name, config in policy.queues.items():
         organization_weights.setdefault(config.organization, []).append(weights[name])
     history, organization_history = policy.usage_history, policy.organization_usage
-    share: dict[str, float] = {}
-    org_share: dict[str, float] = {}
-    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
-        if queue not in share:
-            current = sum(ledger.used[queue].values()) / WHOLE
-            share[queue] = round((current + history.get(queue, 0.0)) / weights.get(queue, 1.0), 9)
-        if organization not in org_share:
-            held = sum(ledger.organization_used[organization].values()) / WHOLE
-            own = organization_weights.get(organization)
-            weight = sum(own) / len(own) if own else 1.0
-            past = organization_history.get(organization, 0.0)
-            org_share[organization] = round((held + past) / weight, 9)
-    per_hour = policy.aging_priority_per_hour
-    keys = [
-        (
-            -effective_priority(r.priority, now - r.submitted_at, per_hour),
-            org_share[r.organization],
-            share[r.queue],
-            r.submitted_at,
-            r.id,
+    groups = list(dict.fromkeys((r.organization, r.queue) for r in pending))
+    shares: dict[tuple[str, str], tuple[float, float]] = {}
+    for organization, queue in groups:
+        own = organization_weights.get(organization)
+        weight = sum(own) / len(own) if own else 1.0
+        shares[(organization, queue)] = (
+            round(organization_history.get(organization, 0.0) / weight, 9),
+            round(history.get(queue, 0.0) / weights.get(queue, 1.0), 9),
         )
+    # One rank per (organization, queue) by their shares, equal shares equal ranks; then one
+    # integer per request for priority and rank, sorted after the tie-breaks (the sorts are
+    # stable). Keys are numbers, not tuples: ten thousand live tuples would wake the garbage
+    # collector in the middle of the cycle.
+    rank_of = {pair: i for i, pair in enumerate(sorted(set(shares.values())))}
+    rank: dict[str, dict[str, int]] = {}
+    for (organization, queue), pair in shares.items():
+        rank.setdefault(organization, {})[queue] = rank_of[pair]
+    ranks, per_hour = len(rank_of), policy.aging_priority_per_hour
+    first = [
+        -effective_priority(r.priority, now - r.submitted_at, per_hour) * ranks
+        + rank[r.organization][r.queue]
         for r in pending
     ]
-    return [pending[i] for i in sorted(range(len(pending)), key=keys.__getitem__)]
+    submitted = [r.submitted_at for r in pending]
+    order = sorted(range(len(pending)), key=submitted.__getitem__)
+    times = [submitted[i] for i in order]
+    if any(map(eq, times, times[1:])):  # some arrived at the same instant: by id first
+        ids = [r.id for r in pending]
+        order = sorted(range(len(pending)), key=ids.__getitem__)
+        order.sort(key=submitted.__getitem__)
+    order.sort(key=first.__getitem__)
+    return [pending[i] for i in order]
 
 
 def _blocked_by(

@@ -66,18 +66,24 @@ class QuotaLedger:
     ) -> PendingReason | None:
         """None when ``milli`` more of ``model`` fits the queue's quota and its
         ``organization``'s, else the reason."""
+        reason = self._check_queue(queue, model, milli)
+        if reason is None and self.policy.organizations:
+            return self._check_organization(organization, model, milli)
+        return reason
+
+    def _check_queue(self, queue: str, model: str, milli: int) -> PendingReason | None:
         config = self.policy.queues.get(queue)
         if config is None:
-            return self._check_organization(organization, model, milli)
+            return None
         nominal = config.nominal.get(model, 0) * WHOLE
         used = self.used[queue][model]
         beyond = used + milli - nominal
         if beyond <= 0:
-            return self._check_organization(organization, model, milli)
+            return None
         limit = None if config.borrowing_limit is None else config.borrowing_limit * WHOLE
         pool = self.pool_free(config, model)
         if (limit is None or beyond <= limit) and beyond <= pool:
-            return self._check_organization(organization, model, milli)
+            return None
         gpus = f"{used / WHOLE:g} of {nominal / WHOLE:g} {model}"
         return PendingReason(
             ReasonCode.QUOTA,
@@ -96,8 +102,8 @@ class QuotaLedger:
     def _check_organization(
         self, organization: str, model: str, milli: int
     ) -> PendingReason | None:
-        quotas = self.policy.organizations.get(organization) if organization else None
-        if not quotas or model not in quotas:
+        quotas = self.policy.organizations.get(organization)
+        if quotas is None or model not in quotas:
             return None
         quota = quotas[model] * WHOLE
         used = self.organization_used[organization][model]
