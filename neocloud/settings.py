@@ -194,6 +194,9 @@ SCHEDULER_LEASE_S = float(os.environ.get("SCHEDULER_LEASE_S", "15"))
 SCHEDULER_DEBOUNCE_S = float(os.environ.get("SCHEDULER_DEBOUNCE_S", "0.05"))
 # Fair share: past usage weighs half as much every this many seconds (0: only current usage).
 SCHEDULER_FAIRSHARE_HALF_LIFE_S = float(os.environ.get("SCHEDULER_FAIRSHARE_HALF_LIFE_S", "3600"))
+# Aging counts waiting in whole steps of this many seconds: within a step, fair share orders
+# work of one priority (0: continuous aging, and fair share orders only exact ties).
+SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 

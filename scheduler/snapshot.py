@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
@@ -283,4 +284,9 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
             cluster_id=cluster_id, status=ReservationStatus.ACTIVE, ends_at__gt=now
         ).order_by("starts_at", "id")
     )
-    return Policy(queues=queues, organizations=organizations, reservations=reservations)
+    return Policy(
+        queues=queues,
+        organizations=organizations,
+        reservations=reservations,
+        aging_step_s=settings.SCHEDULER_AGING_STEP_S,
+    )

@@ -9,7 +9,7 @@ import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import eq
+from operator import sub
 from typing import Any
 
 from scheduler.engine import reasons
@@ -396,10 +396,19 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
     return {shape: float(count) for shape, count in counts.items()}
 
 
+# Effective priorities this far apart round apart at 9 decimals: only closer ones need the
+# rest of the key to be ordered.
+_NEAR = 1e-8
+
+
 def _ordered(pending: Sequence[Request], policy: Policy, now: float) -> list[Request]:
-    """Effective priority (with aging, in whole steps), then fair share of the organization,
-    then of the queue, then arrival, then id; the same order for the same requests in any
-    order.
+    """Effective priority (with aging, rounded to 9 decimals), then fair share of the
+    organization, then of the queue, then arrival, then id; the same order for the same
+    requests in any order.
+
+    Sorted by effective priority alone, then the runs of near-equal ones by the whole key:
+    the same order as sorting by the whole key, at a fraction of the cost when aging is
+    continuous (with steps, the runs are long: fair share orders them).
 
     A share is decayed usage over weight (``usage_history`` per queue,
     ``organization_usage`` per organization); an organization weighs as its queues do on
@@ -418,28 +427,31 @@ def _ordered(pending: Sequence[Request], policy: Policy, now: float) -> list[Req
             round(organization_history.get(organization, 0.0) / weight, 9),
             round(history.get(queue, 0.0) / weights.get(queue, 1.0), 9),
         )
-    # One rank per (organization, queue) by their shares, equal shares equal ranks; then one
-    # integer per request for priority and rank, sorted after the tie-breaks (the sorts are
-    # stable). Keys are numbers, not tuples: ten thousand live tuples would wake the garbage
-    # collector in the middle of the cycle.
+    # One rank per (organization, queue) by their shares (equal shares, equal ranks).
     rank_of = {pair: i for i, pair in enumerate(sorted(set(shares.values())))}
     rank: dict[str, dict[str, int]] = {}
     for (organization, queue), pair in shares.items():
         rank.setdefault(organization, {})[queue] = rank_of[pair]
-    ranks, per_hour = len(rank_of), policy.aging_priority_per_hour
-    first = [
-        -effective_priority(r.priority, now - r.submitted_at, per_hour) * ranks
-        + rank[r.organization][r.queue]
-        for r in pending
+    per_hour, step = policy.aging_priority_per_hour, policy.aging_step_s
+    priorities = [
+        effective_priority(r.priority, now - r.submitted_at, per_hour, step) for r in pending
     ]
-    submitted = [r.submitted_at for r in pending]
-    order = sorted(range(len(pending)), key=submitted.__getitem__)
-    times = [submitted[i] for i in order]
-    if any(map(eq, times, times[1:])):  # some arrived at the same instant: by id first
-        ids = [r.id for r in pending]
-        order = sorted(range(len(pending)), key=ids.__getitem__)
-        order.sort(key=submitted.__getitem__)
-    order.sort(key=first.__getitem__)
+    order = sorted(range(len(pending)), key=priorities.__getitem__, reverse=True)
+    descending = [priorities[i] for i in order]
+    near = [k for k, gap in enumerate(map(sub, descending, descending[1:])) if gap < _NEAR]
+
+    def key(i: int) -> tuple[float, int, float, str, int]:
+        r = pending[i]
+        return (-round(priorities[i], 9), rank[r.organization][r.queue], r.submitted_at, r.id, i)
+
+    at = 0
+    while at < len(near):  # each run of near-equal priorities: order[start : end + 1]
+        start = end = near[at]
+        while at + 1 < len(near) and near[at + 1] == end + 1:
+            at += 1
+            end += 1
+        order[start : end + 2] = sorted(order[start : end + 2], key=key)
+        at += 1
     return [pending[i] for i in order]
 
 

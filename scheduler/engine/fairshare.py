@@ -13,10 +13,16 @@ def decay(usage: float, elapsed_s: float, half_life_s: float) -> float:
     return usage * math.pow(0.5, max(0.0, elapsed_s) / half_life_s)
 
 
-def effective_priority(priority: int, waited_s: float, per_hour: float) -> int:
-    """Aging: every hour of waiting adds ``per_hour`` to the priority, in whole steps, so
-    nothing starves; between steps, work of one priority is ordered by fair share."""
-    return priority + math.floor(per_hour * max(0.0, waited_s) / 3600.0)
+def effective_priority(
+    priority: int, waited_s: float, per_hour: float, step_s: float = 0.0
+) -> float:
+    """Aging: every hour of waiting adds ``per_hour`` to the priority, so nothing starves;
+    counted in whole steps of ``step_s`` (0: continuously). Work of one effective priority is
+    ordered by fair share: with steps, that is all work of a priority waiting within a step."""
+    waited = max(0.0, waited_s)
+    if step_s > 0:
+        waited = math.floor(waited / step_s) * step_s
+    return priority + per_hour * waited / 3600.0
 
 
 def jain_index(shares: list[float]) -> float:

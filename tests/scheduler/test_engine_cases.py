@@ -273,8 +273,8 @@ def test_fair_share_serves_the_queue_that_used_less_first() -> None:
 
 
 def test_within_an_hour_of_waiting_fair_share_orders_work_of_one_priority() -> None:
-    """Aging raises priority in whole steps: a job that waited 50 minutes is not ahead of one
-    that waited 10 when its organization used more, weighed by its queues' weights."""
+    """Aging in steps of an hour: a job that waited 50 minutes is not ahead of one that waited
+    10 when its organization used more, weighed by its queues' weights."""
     fleet = nodes("n", 1, gpus=1)
     policy = Policy(
         queues={
@@ -282,6 +282,7 @@ def test_within_an_hour_of_waiting_fair_share_orders_work_of_one_priority() -> N
             "light": QueueConfig("light", nominal={"h100": 1}, organization="small"),
         },
         organization_usage={"big": 300.0, "small": 100.0},
+        aging_step_s=3600.0,
     )
     pending = [
         job("h", 1, queue="heavy", organization="big", submitted_at=NOW - 50 * 60),
