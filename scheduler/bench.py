@@ -93,12 +93,7 @@ def _policy(fleet: tuple[Node, ...]) -> Policy:
             weight=2.0 if q >= QUEUES // 2 else 1.0,
             organization=f"org{q // 2}",
         )
-    history = {f"q{q}": 10.0 * q for q in range(QUEUES)}
-    organizations: dict[str, float] = {}
-    for name, used in history.items():
-        organization = queues[name].organization
-        organizations[organization] = organizations.get(organization, 0.0) + used
-    return Policy(queues=queues, usage_history=history, organization_usage=organizations)
+    return Policy(queues=queues, usage_history={f"q{q}": 10.0 * q for q in range(QUEUES)})
 
 
 def _shape(rng: random.Random) -> dict[str, Any]:
