@@ -1,6 +1,6 @@
 """The engine's view of one cluster, read from the tables: nodes, running work, waiting work,
-policy and the decayed usage fair share orders by. The tables are projections of the log, so what is read here at log position P is
-what a replay of the log up to P gives.
+policy and the decayed usage fair share orders by. The tables are projections of the log, so
+what is read here at log position P is what a replay of the log up to P gives.
 """
 
 from __future__ import annotations
