@@ -223,6 +223,11 @@ HEARTBEAT_TIMEOUT_S = float(os.environ.get("HEARTBEAT_TIMEOUT_S", "90"))
 # after that. Cycle requests closer together than the debounce make one cycle.
 SCHEDULER_LEASE_S = float(os.environ.get("SCHEDULER_LEASE_S", "15"))
 SCHEDULER_DEBOUNCE_S = float(os.environ.get("SCHEDULER_DEBOUNCE_S", "0.05"))
+# Fair share: past usage weighs half as much every this many seconds (0: only current usage).
+SCHEDULER_FAIRSHARE_HALF_LIFE_S = float(os.environ.get("SCHEDULER_FAIRSHARE_HALF_LIFE_S", "3600"))
+# Aging counts waiting in whole steps of this many seconds: within a step, fair share orders
+# work of one priority (0: continuous aging, and fair share orders only exact ties).
+SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 

@@ -5,6 +5,8 @@ log position, then caught up by reading the log after it. A cycle catches up, ru
 engine, and appends its decisions to the cluster's schedule stream with the version it read.
 If another writer moved the stream, the append conflicts, nothing is written, the state is
 thrown away and rebuilt, and the cycle runs again: two schedulers can never grant one GPU.
+Likewise when a workload the cycle decided on moved after the state was read (cancelled, or
+its run ended): a grant never follows the end of its workload.
 
 Who may decide is a lease (``SchedulerLease``): at most one holder per cluster until it
 expires; a standby takes over then. The lease saves work; the expected version is what
@@ -36,9 +38,17 @@ from inventory.models import Cluster
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
-from scheduler.engine.model import Decisions, PendingReason, Snapshot
+from scheduler.engine.fairshare import FairShareUsage
+from scheduler.engine.model import Allocation, Decisions, PendingReason, Snapshot
 from scheduler.models import SchedulerLease, WorkloadWait
-from scheduler.snapshot import ClusterView, allocation_of, cluster_view, epoch, request_of
+from scheduler.snapshot import (
+    ClusterView,
+    allocation_of,
+    cluster_usage,
+    cluster_view,
+    epoch,
+    request_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +75,15 @@ REBUILD_TYPES = frozenset(
         ev.QueueConfigured.event_type,
         ev.ReservationCreated.event_type,
         ev.ReservationCancelled.event_type,
+    }
+)
+# What moves a workload the cycle decides on, behind the scheduler's back: its owner's cancel
+# and the end of its run (both on its own stream).
+MOVING_TYPES = frozenset(
+    {
+        ev.WorkloadCancelRequested.event_type,
+        ev.WorkloadCancelled.event_type,
+        ev.AllocationReleased.event_type,
     }
 )
 MAX_ATTEMPTS = 5
@@ -133,6 +152,7 @@ class ClusterState:
     version: int
     view: ClusterView
     engine: Scheduler
+    usage: FairShareUsage  # kept from the grants and releases the state applies
     reasons: dict[str, PendingReason] = field(default_factory=dict)  # as written last
     reasons_refreshed: float = 0.0  # monotonic time of the last full write of reasons
     stale: bool = False  # something only a rebuild reads changed
@@ -148,9 +168,18 @@ class ClusterState:
             position = store.head_position()
             version = store.stream_version(ev.SCHEDULE_STREAM, str(cluster_id))
             view = cluster_view(cluster_id)
+            usage = cluster_usage(
+                cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, timezone.now()
+            )
         running = view.faults + tuple(a for _, a in view.running.values())
         engine = Scheduler(Snapshot(view.nodes, running), view.policy)
-        return cls(cluster_id, term, position, version, view, engine)
+        return cls(cluster_id, term, position, version, view, engine, usage)
+
+    def started(self, allocation: Allocation, at: float) -> None:
+        self.usage.start(allocation.queue, allocation.organization, allocation.gpu_milli, at)
+
+    def stopped(self, allocation: Allocation, at: float) -> None:
+        self.usage.stop(allocation.queue, allocation.organization, allocation.gpu_milli, at)
 
     def catch_up(self) -> None:
         """Apply what the log recorded since ``position``."""
@@ -194,6 +223,7 @@ class ClusterState:
             view.running[workload] = (uuid.UUID(data["allocation_id"]), allocation)
             view.waiting.pop(workload, None)
             self.engine.add(allocation)
+            self.started(allocation, allocation.started_at)
         else:  # a release: preempted (schedule stream) or ended (workload stream)
             held = view.running.get(workload)
             if held is None or str(held[0]) != str(data["allocation_id"]):
@@ -206,6 +236,7 @@ class ClusterState:
                 return
             del view.running[workload]
             self.engine.release(held[1])
+            self.stopped(held[1], epoch(data.get("released_at") or event.recorded_at))
             requeued = event.type == ev.WorkloadPreempted.event_type or data["status"] == "pending"
             if requeued:
                 view.waiting[workload] = False
@@ -246,6 +277,11 @@ LOCK_CLASS = 7001  # advisory lock class of cluster cycles (two-key space: apart
 
 class Busy(Exception):
     """Another process of this holder is in a cycle of the cluster right now."""
+
+
+class WorkloadsMoved(Exception):
+    """Workloads the cycle decided on moved after its state was read: its decisions stand on
+    a past that is no longer so."""
 
 
 @contextmanager
@@ -293,9 +329,9 @@ def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
             state.catch_up()
         try:
             return _decide(state)
-        except StreamConflict:
-            # Another writer moved the schedule stream: our engine applied decisions that
-            # were not recorded. Start again from the log.
+        except (StreamConflict, WorkloadsMoved):
+            # Another writer moved the schedule stream, or a workload decided on: our engine
+            # applied decisions that were not recorded. Start again from the log.
             forget(cluster_id)
         except BaseException:
             forget(cluster_id)  # the same, for any failure to record them
@@ -308,12 +344,17 @@ def _decide(state: ClusterState) -> CycleResult:
     view, now = state.view, timezone.now()
     began = time.perf_counter()
     pending = [view.requests[w] for w in sorted(view.waiting)]
+    state.engine.fair_share(*state.usage.as_of(now.timestamp()))
     decisions = state.engine.cycle(pending, now.timestamp())
     decided = time.perf_counter()
     changes = _decision_events(state, decisions, now)
     if changes:
-        # Only the decisions share the append's transaction (and its lock on the log).
+        # Only the decisions share the append's transaction (and its lock on the log). Lock
+        # order: the log's append lock first, then the workload rows the projections update
+        # (the order every workload write keeps, ``services._locked``).
         with transaction.atomic():
+            store.take_append_lock()
+            _check_unmoved(state, decisions)
             recorded = store.append(
                 ev.SCHEDULE_STREAM,
                 str(state.cluster_id),
@@ -331,7 +372,7 @@ def _decide(state: ClusterState) -> CycleResult:
                     if e.type == ev.AllocationGranted.event_type
                 ]
             )
-    _applied(state, decisions, changes)
+    _applied(state, decisions, changes, now.timestamp())
     appended = time.perf_counter()
     _record_reasons(state, decisions, now)
     logger.debug(
@@ -351,6 +392,19 @@ def _decide(state: ClusterState) -> CycleResult:
         preempted=len(decisions.preemptions),
         waiting=len(decisions.pending),
     )
+
+
+def _check_unmoved(state: ClusterState, decisions: Decisions) -> None:
+    """Raise ``WorkloadsMoved`` if the log recorded, after the state's position, a cancel or a
+    release of a workload the decisions admit, grant or preempt. Under the append lock: what
+    is not in the log now cannot commit before the decisions do."""
+    decided = {w for w, admitted in state.view.waiting.items() if not admitted}
+    decided.update(a.workload for a in decisions.allocations)
+    decided.update(p.victim for p in decisions.preemptions)
+    for batch in store.iter_batches(after=state.position, types=MOVING_TYPES):
+        moved = decided.intersection(e.stream_id for e in batch)
+        if moved:
+            raise WorkloadsMoved(", ".join(sorted(moved)))
 
 
 def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -> list[DomainEvent]:
@@ -395,19 +449,22 @@ def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -
     return changes
 
 
-def _applied(state: ClusterState, decisions: Decisions, changes: Iterable[DomainEvent]) -> None:
+def _applied(
+    state: ClusterState, decisions: Decisions, changes: Iterable[DomainEvent], now: float
+) -> None:
     """Bring the bookkeeping around the engine (which applied its decisions) up to date."""
     view = state.view
     for workload in view.waiting:
         view.waiting[workload] = True
     for preemption in decisions.preemptions:
-        del view.running[preemption.victim]
+        state.stopped(view.running.pop(preemption.victim)[1], now)
         view.waiting[preemption.victim] = False  # pending again: admitted anew next cycle
     granted = {str(c.workload_id): c for c in changes if isinstance(c, ev.AllocationGranted)}
     for allocation in decisions.allocations:
         grant = granted[allocation.workload]
         view.running[allocation.workload] = (grant.allocation_id, allocation)
         view.waiting.pop(allocation.workload, None)
+        state.started(allocation, now)
 
 
 REASONS_REFRESH_S = 1.0  # changed figures of known waits are written at most this often

@@ -1,6 +1,6 @@
-"""The engine's view of one cluster, read from the tables: nodes, running work, waiting work
-and policy. The tables are projections of the log, so what is read here at log position P is
-what a replay of the log up to P gives.
+"""The engine's view of one cluster, read from the tables: nodes, running work, waiting work,
+policy and the decayed usage fair share orders by. The tables are projections of the log, so
+what is read here at log position P is what a replay of the log up to P gives.
 """
 
 from __future__ import annotations
@@ -8,14 +8,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from inventory.lifecycle import NodeState
 from inventory.models import Node as NodeRow
+from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import (
     Allocation,
     Node,
@@ -37,6 +39,9 @@ from scheduler.models import Reservation as ReservationRow
 from tenants.models import Quota
 
 FAULT_PREFIX = "fault:"  # allocations that stand for faulty GPUs: never free, never preempted
+# Allocations that ended this many half-lives ago count for less than 0.1 % of their usage:
+# older ones are not read.
+USAGE_HORIZON_HALF_LIVES = 10
 
 
 def epoch(moment: datetime | str | None) -> float:
@@ -155,6 +160,26 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
     )
 
 
+def cluster_usage(cluster_id: uuid.UUID, half_life_s: float, now: datetime) -> FairShareUsage:
+    """The decayed usage of the cluster's queues and organizations, from its allocations
+    (the grants and releases of the log) up to ``now``."""
+    usage = FairShareUsage(half_life_s)
+    if half_life_s <= 0:
+        return usage
+    horizon = now - timedelta(seconds=half_life_s * USAGE_HORIZON_HALF_LIVES)
+    rows = (
+        AllocationRow.objects.filter(cluster_id=cluster_id)
+        .filter(Q(released_at__isnull=True) | Q(released_at__gt=horizon))
+        .values_list("project_id", "organization_id", "gpu_milli", "granted_at", "released_at")
+    )
+    for project_id, organization_id, milli, granted_at, released_at in rows.iterator():
+        queue, organization = str(project_id), str(organization_id)
+        usage.start(queue, organization, milli, epoch(granted_at))
+        if released_at is not None:
+            usage.stop(queue, organization, milli, epoch(released_at))
+    return usage
+
+
 def _nodes(
     cluster_id: uuid.UUID,
 ) -> tuple[tuple[Node, ...], dict[str, str], tuple[Allocation, ...]]:
@@ -200,7 +225,9 @@ def _nodes(
 def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
     """Queues of every project with a queue or with work here and a quota: nominal quota per
     model is the project's quota, else its organization's, else all the cluster has. A
-    project without any quota is left out: the engine does not limit it."""
+    project without any quota is left out: the engine does not limit it. An organization's
+    own quota also caps the sum over all of its projects (``Policy.organizations``): inherited
+    by each, it is not multiplied by their number."""
     fleet: dict[str, int] = {}
     for node in nodes:
         if node.gpu_model:
@@ -219,6 +246,11 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
         limits.setdefault((quota.organization_id, quota.project_id), {})[quota.gpu_model] = (
             quota.max_gpus
         )
+    organizations = {
+        str(organization_id): dict(models)
+        for (organization_id, project_id), models in limits.items()
+        if project_id is None
+    }
     queues: dict[str, QueueConfig] = {}
     for project_id, organization_id in projects.items():
         own = limits.get((organization_id, project_id), {})
@@ -252,4 +284,9 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
             cluster_id=cluster_id, status=ReservationStatus.ACTIVE, ends_at__gt=now
         ).order_by("starts_at", "id")
     )
-    return Policy(queues=queues, reservations=reservations)
+    return Policy(
+        queues=queues,
+        organizations=organizations,
+        reservations=reservations,
+        aging_step_s=settings.SCHEDULER_AGING_STEP_S,
+    )

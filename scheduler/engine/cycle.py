@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from operator import sub
 from typing import Any
@@ -102,6 +102,12 @@ class Scheduler:
     def snapshot(self) -> Snapshot:
         return Snapshot(self.nodes, tuple(self.running.values()))
 
+    def fair_share(self, queues: Mapping[str, float], organizations: Mapping[str, float]) -> None:
+        """Order the next cycles by this decayed usage (the policy's ``usage_history`` and
+        ``organization_usage``): it moves with the clock, the rest of the policy does not."""
+        self.policy = replace(self.policy, usage_history=queues, organization_usage=organizations)
+        self.ledger.policy = self.policy
+
     def release(self, allocation: Allocation) -> None:
         """``allocation`` ended (or was taken back) since the last cycle."""
         self.capacity.give(allocation)
@@ -169,7 +175,7 @@ class Scheduler:
         held_back: dict[tuple[object, ...], _Blocker | None] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
-        for request in _ordered(pending, policy, ledger, now):
+        for request in _ordered(pending, policy, now):
             known = models_of.get(request.gpu_models)
             if known is None:
                 models = _models(request, self._models_in_fleet)
@@ -395,43 +401,48 @@ def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
 _NEAR = 1e-8
 
 
-def _ordered(
-    pending: Sequence[Request], policy: Policy, ledger: QuotaLedger, now: float
-) -> list[Request]:
+def _ordered(pending: Sequence[Request], policy: Policy, now: float) -> list[Request]:
     """Effective priority (with aging, rounded to 9 decimals), then fair share of the
-    organization, then of the queue, then arrival, then id; equal keys keep their order.
+    organization, then of the queue, then arrival, then id; the same order for the same
+    requests in any order.
 
     Sorted by effective priority alone, then the runs of near-equal ones by the whole key:
-    the same order as sorting by the whole key, at a fraction of the cost."""
+    the same order as sorting by the whole key, at a fraction of the cost when aging is
+    continuous (with steps, the runs are long: fair share orders them).
+
+    A share is decayed usage over weight (``usage_history`` per queue,
+    ``organization_usage`` per organization); an organization weighs as its queues do on
+    average (1 without any)."""
     weights = {name: max(q.weight, 1e-9) for name, q in policy.queues.items()}
-    history = policy.usage_history
-    org_queues: dict[str, list[str]] = {}
-    for organization, queue in dict.fromkeys((r.organization, r.queue) for r in pending):
-        org_queues.setdefault(organization, []).append(queue)
-    share: dict[str, float] = {}
-    org_share: dict[str, float] = {}
-    for organization, queues in org_queues.items():
-        for queue in queues:
-            current = sum(ledger.used[queue].values()) / WHOLE
-            share[queue] = (current + history.get(queue, 0.0)) / weights.get(queue, 1.0)
-        org_share[organization] = round(sum(share[q] for q in queues) / len(queues), 9)
-    rounded = {queue: round(value, 9) for queue, value in share.items()}
-    per_hour = policy.aging_priority_per_hour
-    priorities = [effective_priority(r.priority, now - r.submitted_at, per_hour) for r in pending]
+    organization_weights: dict[str, list[float]] = {}
+    for name, config in policy.queues.items():
+        organization_weights.setdefault(config.organization, []).append(weights[name])
+    history, organization_history = policy.usage_history, policy.organization_usage
+    groups = list(dict.fromkeys((r.organization, r.queue) for r in pending))
+    shares: dict[tuple[str, str], tuple[float, float]] = {}
+    for organization, queue in groups:
+        own = organization_weights.get(organization)
+        weight = sum(own) / len(own) if own else 1.0
+        shares[(organization, queue)] = (
+            round(organization_history.get(organization, 0.0) / weight, 9),
+            round(history.get(queue, 0.0) / weights.get(queue, 1.0), 9),
+        )
+    # One rank per (organization, queue) by their shares (equal shares, equal ranks).
+    rank_of = {pair: i for i, pair in enumerate(sorted(set(shares.values())))}
+    rank: dict[str, dict[str, int]] = {}
+    for (organization, queue), pair in shares.items():
+        rank.setdefault(organization, {})[queue] = rank_of[pair]
+    per_hour, step = policy.aging_priority_per_hour, policy.aging_step_s
+    priorities = [
+        effective_priority(r.priority, now - r.submitted_at, per_hour, step) for r in pending
+    ]
     order = sorted(range(len(pending)), key=priorities.__getitem__, reverse=True)
     descending = [priorities[i] for i in order]
     near = [k for k, gap in enumerate(map(sub, descending, descending[1:])) if gap < _NEAR]
 
-    def key(i: int) -> tuple[float, float, float, float, str, int]:
+    def key(i: int) -> tuple[float, int, float, str, int]:
         r = pending[i]
-        return (
-            -round(priorities[i], 9),
-            org_share[r.organization],
-            rounded[r.queue],
-            r.submitted_at,
-            r.id,
-            i,
-        )
+        return (-round(priorities[i], 9), rank[r.organization][r.queue], r.submitted_at, r.id, i)
 
     at = 0
     while at < len(near):  # each run of near-equal priorities: order[start : end + 1]
@@ -579,9 +590,9 @@ def _place_or_preempt(
 def _free_quota(
     request: Request, model: str, scheduler: Scheduler, shapes: Shapes, now: float
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
-    """Victims whose quota the request takes when its queue's quota of ``model`` keeps it out
-    (Kueue's ``withinClusterQueue: LowerPriority``), and where it then lands; or None, and
-    nobody is touched.
+    """Victims whose quota the request takes when its queue's (or its organization's) quota of
+    ``model`` keeps it out (Kueue's ``withinClusterQueue: LowerPriority``), and where it then
+    lands; or None, and nobody is touched.
 
     Victims are the queue's own lower-priority preemptible work of ``model`` that ran before
     this cycle, taken cheapest first until the quota admits the request's minimum; then any
@@ -589,30 +600,34 @@ def _free_quota(
     capacity its victims give back (no preemption for capacity on top)."""
     ledger, capacity = scheduler.ledger, scheduler.capacity
     least = request.demand_on(request.least_nodes)
-    # The queue's own usage enters the check only as ``used + milli``: freeing ``freed``
-    # milli-GPU of it is checking for ``least - freed``.
-    freed = 0
+    queue, organization = request.queue, request.organization
+    # Victims leave the ledger as they are taken (their queue's usage and their
+    # organization's), and come back when spared.
     victims: list[Allocation] = []
-    for victim in scheduler.by_cost.preemptible_in(request.queue, model):
+    admitted = False
+    for victim in scheduler.by_cost.preemptible_in(queue, model):
         if victim.priority >= request.priority:
-            return None  # by priority from here on: nobody else is lower
+            break  # by priority from here on: nobody else is lower
         if victim.workload == request.id:
             continue
         victims.append(victim)
-        freed += victim.gpu_milli
-        if ledger.check(request.queue, model, least - freed) is None:
+        ledger.remove(victim)
+        if ledger.check(queue, model, least, organization) is None:
+            admitted = True
             break
-    else:
+    if not admitted:
+        for victim in victims:
+            ledger.add(victim)
         return None
     needed: list[Allocation] = []
     for victim in reversed(victims):
-        if ledger.check(request.queue, model, least - freed + victim.gpu_milli) is None:
-            freed -= victim.gpu_milli  # spared
-        else:
-            needed.append(victim)
+        ledger.add(victim)
+        if ledger.check(queue, model, least, organization) is None:
+            continue  # spared
+        ledger.remove(victim)
+        needed.append(victim)
     victims = needed[::-1]
     for victim in victims:
-        ledger.remove(victim)
         capacity.give(victim)
     trial = _trial(request, model, scheduler, now)
     placements = None if isinstance(trial, PendingReason) else place(capacity, trial, model, shapes)
@@ -624,12 +639,13 @@ def _free_quota(
 
 
 def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | PendingReason:
-    """The most nodes of the request its queue's quota of ``model`` admits (down to the gang
-    minimum), or why not even the minimum is."""
+    """The most nodes of the request its queue's and organization's quotas of ``model`` admit
+    (down to the gang minimum), or why not even the minimum is."""
+    queue, organization = request.queue, request.organization
     for nodes in range(request.nodes, request.least_nodes, -1):
-        if ledger.check(request.queue, model, request.demand_on(nodes)) is None:
+        if ledger.check(queue, model, request.demand_on(nodes), organization) is None:
             return nodes
-    quota = ledger.check(request.queue, model, request.demand_on(request.least_nodes))
+    quota = ledger.check(queue, model, request.demand_on(request.least_nodes), organization)
     return request.least_nodes if quota is None else quota
 
 

@@ -165,17 +165,26 @@ class Reservation:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """How the cycle decides. Queues absent from ``queues`` have no quota limit."""
+    """How the cycle decides. Queues absent from ``queues`` have no quota limit; organizations
+    absent from ``organizations`` have no limit of their own."""
 
     queues: Mapping[str, QueueConfig] = field(default_factory=dict)
+    # An organization's quota per GPU model (whole GPUs): a cap on the sum of what the work of
+    # all of its queues holds, besides each queue's nominal quota and borrowing.
+    organizations: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     reservations: tuple[Reservation, ...] = ()
     # Shapes the fleet is usually asked for, with their weights: placement keeps capacity able
     # to serve them. Empty: learned from the pending workloads of the cycle.
     typical_shapes: Mapping[tuple[int, ...], float] = field(default_factory=dict)
-    # Past usage per queue in milli-GPU-hours, already decayed by ``fairshare.decay``.
+    # Past usage per queue and per organization in milli-GPU-hours, already decayed (see
+    # ``fairshare``): fair share orders by it.
     usage_history: Mapping[str, float] = field(default_factory=dict)
+    organization_usage: Mapping[str, float] = field(default_factory=dict)
     fair_share_half_life_s: float = 3600.0
     aging_priority_per_hour: float = 1.0  # waiting raises effective priority: no starvation
+    # Aging counts waiting in whole steps of this many seconds (0: continuously, and then fair
+    # share orders only work that arrived at the same instant).
+    aging_step_s: float = 0.0
     backfill: bool = True
 
 

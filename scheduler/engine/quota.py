@@ -3,7 +3,9 @@
 A queue always may use its nominal quota. Beyond it, it borrows: at most ``borrowing_limit``
 GPUs, and only what the other queues of its cohort leave unused of what they lend
 (``lending_limit``, default all of their nominal). Queues absent from the policy are not
-limited. Everything is counted in milli-GPU.
+limited. On top of that, an organization with a quota of a model caps the sum of what the work
+of all of its queues holds of it: its projects' quotas and borrowing never add up to more than
+the organization's. Everything is counted in milli-GPU.
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ class QuotaLedger:
     def __init__(self, policy: Policy, allocations: Iterable[Allocation]) -> None:
         self.policy = policy
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        # By organization: what the work naming it holds, whichever queue it is in.
+        self.organization_used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for allocation in allocations:
             self.add(allocation)
 
     def add(self, allocation: Allocation) -> None:
-        self.used[allocation.queue][allocation.gpu_model or ""] += allocation.gpu_milli
+        model, milli = allocation.gpu_model or "", allocation.gpu_milli
+        self.used[allocation.queue][model] += milli
+        self.organization_used[allocation.organization][model] += milli
 
     def remove(self, allocation: Allocation) -> None:
-        self.used[allocation.queue][allocation.gpu_model or ""] -= allocation.gpu_milli
+        model, milli = allocation.gpu_model or "", allocation.gpu_milli
+        self.used[allocation.queue][model] -= milli
+        self.organization_used[allocation.organization][model] -= milli
 
     def _cohort(self, queue: QueueConfig) -> list[QueueConfig]:
         if not queue.cohort:
@@ -53,8 +61,17 @@ class QuotaLedger:
             borrowed += self.borrowing(other.name, model)
         return lent - borrowed
 
-    def check(self, queue: str, model: str, milli: int) -> PendingReason | None:
-        """None when ``milli`` more of ``model`` fits the queue's quota, else the reason."""
+    def check(
+        self, queue: str, model: str, milli: int, organization: str = ""
+    ) -> PendingReason | None:
+        """None when ``milli`` more of ``model`` fits the queue's quota and its
+        ``organization``'s, else the reason."""
+        reason = self._check_queue(queue, model, milli)
+        if reason is None and self.policy.organizations:
+            return self._check_organization(organization, model, milli)
+        return reason
+
+    def _check_queue(self, queue: str, model: str, milli: int) -> PendingReason | None:
         config = self.policy.queues.get(queue)
         if config is None:
             return None
@@ -79,6 +96,29 @@ class QuotaLedger:
                 "nominal": nominal / WHOLE,
                 "needed": milli / WHOLE,
                 "borrowable": max(0, pool) / WHOLE,
+            },
+        )
+
+    def _check_organization(
+        self, organization: str, model: str, milli: int
+    ) -> PendingReason | None:
+        quotas = self.policy.organizations.get(organization)
+        if quotas is None or model not in quotas:
+            return None
+        quota = quotas[model] * WHOLE
+        used = self.organization_used[organization][model]
+        if used + milli <= quota:
+            return None
+        return PendingReason(
+            ReasonCode.QUOTA,
+            f"organization {organization} uses {used / WHOLE:g} of {quota / WHOLE:g} {model}"
+            f" over all of its projects; needs {milli / WHOLE:g} more",
+            {
+                "organization": organization,
+                "gpu_model": model,
+                "used": used / WHOLE,
+                "quota": quota / WHOLE,
+                "needed": milli / WHOLE,
             },
         )
 

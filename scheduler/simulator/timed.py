@@ -123,6 +123,7 @@ def cohort_policy(
         },
         typical_shapes=shapes,
         usage_history=dict(usage),
+        organization_usage=dict(usage),  # each tenant is an organization with one queue
         fair_share_half_life_s=half_life_s,
     )
 

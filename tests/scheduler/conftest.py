@@ -11,7 +11,7 @@ from inventory import services as inventory
 from inventory.lifecycle import NodeState
 from inventory.models import Cluster, Node
 from neocloud.celery import app as celery_app
-from scheduler import scheduling
+from scheduler import scheduling, triggers
 from scheduler.specs import WorkloadSpec
 from tenants.models import Organization, Project
 from tests.builders import Builder, run
@@ -77,6 +77,16 @@ def in_process() -> Iterator[None]:
     yield
     scheduling.forget()
     conf.task_always_eager, conf.task_eager_propagates = saved
+
+
+@pytest.fixture
+def no_triggers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Cycles only where the test runs them; no runs started or stopped."""
+    for name in ("cycle_wanted", "runs_start", "run_stop", "drain_check"):
+        monkeypatch.setattr(triggers, name, lambda *args, **kwargs: None)
+    scheduling.forget()
+    yield
+    scheduling.forget()
 
 
 def job(name: str = "train", gpus: int = 1, nodes: int = 1, **fields: object) -> WorkloadSpec:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from scheduler.engine import (
     Policy,
     QueueConfig,
@@ -11,6 +15,7 @@ from scheduler.engine import (
     Topology,
     schedule,
 )
+from scheduler.engine.fairshare import DecayedUsage
 from tests.scheduler.builders import job, nodes, running
 
 NOW = 100_000.0
@@ -265,6 +270,47 @@ def test_fair_share_serves_the_queue_that_used_less_first() -> None:
     )
 
     assert [a.workload for a in decisions.allocations] == ["l"]
+
+
+def test_within_an_hour_of_waiting_fair_share_orders_work_of_one_priority() -> None:
+    """Aging in steps of an hour: a job that waited 50 minutes is not ahead of one that waited
+    10 when its organization used more, weighed by its queues' weights."""
+    fleet = nodes("n", 1, gpus=1)
+    policy = Policy(
+        queues={
+            "heavy": QueueConfig("heavy", nominal={"h100": 1}, organization="big", weight=2.0),
+            "light": QueueConfig("light", nominal={"h100": 1}, organization="small"),
+        },
+        organization_usage={"big": 300.0, "small": 100.0},
+        aging_step_s=3600.0,
+    )
+    pending = [
+        job("h", 1, queue="heavy", organization="big", submitted_at=NOW - 50 * 60),
+        job("l", 1, queue="light", organization="small", submitted_at=NOW - 10 * 60),
+    ]
+
+    decisions = schedule(Snapshot(tuple(fleet)), pending, policy, NOW)
+
+    assert [a.workload for a in decisions.allocations] == ["l"]
+
+
+def test_decayed_usage_is_two_figures_per_key_whatever_the_order_of_its_events() -> None:
+    """One GPU held for one half-life counts (1 - 1/2) / ln 2 GPU-hours per hour of half-life
+    at its end; starts and stops told late correct the total."""
+    half_life = 3600.0
+    in_order = DecayedUsage(half_life)
+    in_order.start("q", 1000, 0.0)
+    in_order.stop("q", 1000, half_life)
+    late = DecayedUsage(half_life)
+    late.start("other", 1000, 2 * half_life)  # moves nothing of "q"
+    late.as_of(2 * half_life)
+    late.stop("q", 1000, half_life)
+    late.start("q", 1000, 0.0)
+
+    expected = 1000 * 0.5 / math.log(2) / 2  # decayed once more to 2 half-lives
+    assert in_order.as_of(2 * half_life)["q"] == pytest.approx(expected)
+    assert late.as_of(2 * half_life)["q"] == pytest.approx(expected)
+    assert "q" not in in_order.as_of(1e9)  # decayed to nothing: forgotten
 
 
 def test_aging_lifts_a_long_waiting_job_over_a_fresh_higher_priority_one() -> None:

@@ -104,11 +104,18 @@ def policies(draw: st.DrawFn) -> Policy:
                 ends_at=NOW + 3600,
             ),
         )
+    # Sometimes organizations with a quota of their own, below what their queues add up to.
+    organizations = {
+        organization: {m: draw(st.integers(0, 10)) for m in MODELS}
+        for organization in ("o1", "o2")
+        if draw(st.booleans())
+    }
     # Sometimes typical shapes that name their CPU: the CPU-aware placement path.
     cpu_aware: dict[tuple[int, ...], float] = {(1, 1000, 1, 4_000): 2.0, (8, 1000, 1, 32_000): 1.0}
     shapes = draw(st.sampled_from([{}, cpu_aware]))
     return Policy(
         queues=queues,
+        organizations=organizations,
         reservations=reservations,
         backfill=draw(st.booleans()),
         typical_shapes=shapes,
@@ -241,6 +248,38 @@ def test_quotas_and_borrowing_limits_hold(
             lent += min(lendable, max(0, nominal - used[(other.name, model)]))
             borrowed += max(0, used[(other.name, model)] - nominal)
         assert beyond <= lent - borrowed
+
+
+@SETTINGS
+@given(scenarios())
+def test_an_organizations_gpus_never_exceed_its_quota(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    """Over all of its queues, whatever their own quotas and borrowing: replayed grant by
+    grant, victims first."""
+    snapshot, pending, policy = scenario
+    decisions = schedule(snapshot, pending, policy, NOW)
+
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for allocation in snapshot.allocations:
+        used[(allocation.organization, allocation.gpu_model or "")] += allocation.gpu_milli
+    running = {a.workload: a for a in snapshot.allocations}
+    victims: dict[str, list[Allocation]] = defaultdict(list)
+    for preemption in decisions.preemptions:
+        victims[preemption.for_workload].append(running[preemption.victim])
+
+    def within(key: tuple[str, str]) -> bool:
+        organization, model = key
+        quota = policy.organizations.get(organization, {}).get(model)
+        return quota is None or used[key] <= quota * WHOLE
+
+    assert all(within(key) for key in list(used))
+    for allocation in decisions.allocations:
+        for victim in victims[allocation.workload]:
+            used[(victim.organization, victim.gpu_model or "")] -= victim.gpu_milli
+        key = (allocation.organization, allocation.gpu_model or "")
+        used[key] += allocation.gpu_milli
+        assert within(key)
 
 
 @SETTINGS

@@ -84,6 +84,7 @@ def _deciders() -> list[str]:
 def _assert_log_whole() -> None:
     checked = audit.audit_log()
     assert checked.double_booked_gpus == set()
+    assert checked.granted_after_end == set()
     assert checked.lost_workloads == set()
 
     def tables() -> tuple[list[Any], list[Any]]:

@@ -302,6 +302,7 @@ def test_replay_rebuilds_the_same_scheduling_tables(tenant: Tenant, in_process: 
         "workloads": 0,
         "grants": 0,
         "double_booked_gpus": 0,
+        "granted_after_end": 0,
         "lost_workloads": 0,
     }
 
