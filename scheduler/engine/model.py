@@ -180,7 +180,6 @@ class Policy:
     # ``fairshare``): fair share orders by it.
     usage_history: Mapping[str, float] = field(default_factory=dict)
     organization_usage: Mapping[str, float] = field(default_factory=dict)
-    fair_share_half_life_s: float = 3600.0
     aging_priority_per_hour: float = 1.0  # waiting raises effective priority: no starvation
     # Aging counts waiting in whole steps of this many seconds (0: continuously, and then fair
     # share orders only work that arrived at the same instant).

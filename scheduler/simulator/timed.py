@@ -94,9 +94,7 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def cohort_policy(
-    workload: Workload, shapes: Shapes, usage: Mapping[str, float], half_life_s: float
-) -> Policy:
+def cohort_policy(workload: Workload, shapes: Shapes, usage: Mapping[str, float]) -> Policy:
     """One queue per tenant in one cohort; each model's GPUs shared out as nominal quota by
     weight (remainders to the heaviest tenants, so every GPU is somebody's to lend)."""
     per_model: dict[str, int] = {}
@@ -124,7 +122,6 @@ def cohort_policy(
         typical_shapes=shapes,
         usage_history=dict(usage),
         organization_usage=dict(usage),  # each tenant is an organization with one queue
-        fair_share_half_life_s=half_life_s,
     )
 
 
@@ -192,7 +189,7 @@ def run_time(
         # 3. Decide.
         granted: list[Allocation] = []
         if placer is None:
-            policy = cohort_policy(workload, shapes, usage, half_life_s)
+            policy = cohort_policy(workload, shapes, usage)
             snapshot = Snapshot(nodes, tuple(a for a, _ in running.values()))
             decisions = schedule(snapshot, [j.request for j in pending.values()], policy, now)
             for preemption in decisions.preemptions:
