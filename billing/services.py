@@ -39,7 +39,7 @@ from events import store
 from events.errors import StreamConflict
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
-from neocloud.transactions import atomic_with_retry
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
 from tenants.models import Organization
@@ -95,7 +95,7 @@ def _require_operator(actor: Actor) -> None:
 def _account_append(
     actor: Actor, organization: Organization, events: Sequence[DomainEvent]
 ) -> None:
-    account = BillingAccount.objects.select_for_update().filter(organization=organization).first()
+    account = row_lock(BillingAccount.objects.all()).filter(organization=organization).first()
     if account is None:
         country, currency, _ = selectors.account_terms(organization.pk)
         # The defaults become events, so a replay never depends on today's settings.
@@ -345,7 +345,7 @@ def invoices_draft(
 
     Locks the organization's row: its credits are used by one invoice at a time."""
     _require_operator(actor)
-    Organization.objects.select_for_update().get(pk=organization.pk)
+    row_lock(Organization.objects.all()).get(pk=organization.pk)
     done = []
     for draft in drafts_for(organization, period, inputs):
         if not draft.lines:
@@ -415,7 +415,7 @@ def period_close(*, actor: Actor, period: Period, finalize: bool = True) -> Clos
 
 
 def _invoice_locked(invoice_id: uuid.UUID) -> Invoice:
-    return Invoice.objects.select_for_update().get(pk=invoice_id)
+    return row_lock(Invoice.objects.all()).get(pk=invoice_id)
 
 
 def _invoice_append(actor: Actor, invoice: Invoice, events: Sequence[DomainEvent]) -> None:
@@ -576,7 +576,7 @@ def payment_settle(
     first; returns what it did. Stale news changes nothing: a failure of an attempt already
     settled, anything about a paid or void invoice. A success after a recorded failure of the
     same attempt still pays the invoice (the money came in)."""
-    invoice = Invoice.objects.select_for_update().filter(pk=invoice_id).first()
+    invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
     if invoice is None:
         return "ignored: unknown invoice"
     payment = invoice.payments.filter(attempt=attempt).first()

@@ -23,6 +23,7 @@ from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
 from inventory.errors import InvalidTransition, UnknownGpu
 from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
 from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
+from neocloud.transactions import row_lock
 from tenants import secrets
 from tenants.access import Actor
 from tenants.errors import PermissionDenied
@@ -123,7 +124,7 @@ def rack_define(
     rack_id = fleet_id("rack", cluster.slug, name)
     leaf_switch = leaf_switch or f"leaf-{name}"
     if not Rack.objects.filter(id=rack_id, leaf_switch=leaf_switch, spine=spine).exists():
-        cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        cluster = row_lock(Cluster.objects.all()).get(pk=cluster.pk)
         _append(
             actor,
             ev.CLUSTER_STREAM,
@@ -158,7 +159,7 @@ def node_register(
     node was known: then only a changed description is recorded)."""
     _require_operator(actor)
     node_id = fleet_id("node", cluster.slug, name)
-    existing = Node.objects.select_for_update().filter(id=node_id).first()
+    existing = row_lock(Node.objects.all()).filter(id=node_id).first()
     if existing is not None:
         wanted = ev.NodeRespecified(
             rack_id=rack.pk if rack else None, cpu_milli=cpu_milli, memory_mib=memory_mib
@@ -222,7 +223,7 @@ def node_token_rotate(*, actor: Actor, node: Node) -> tuple[Node, str]:
 
 def _locked(node: Node) -> Node:
     """The node as it is now, locked until the transaction ends (then the append lock)."""
-    return Node.objects.select_for_update().get(pk=node.pk)
+    return row_lock(Node.objects.all()).get(pk=node.pk)
 
 
 def _transition(node: Node, action: NodeAction, reason: str) -> ev.NodeStateChanged:

@@ -18,6 +18,7 @@ from events.store import NO_STREAM
 from events.types import DomainEvent
 from inventory.models import Cluster, GpuModel, Node
 from neocloud.errors import ValidationFailed
+from neocloud.transactions import row_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
 from scheduler.errors import QuotaExceeded, ReservationConflict, Unschedulable, WorkloadFinished
@@ -99,7 +100,7 @@ def queue_configure(
     if weight <= 0:
         raise ValidationFailed("weight must be positive", fields={"weight": ["not_positive"]})
     with transaction.atomic():
-        Project.objects.select_for_update().get(pk=project.pk)
+        row_lock(Project.objects.all()).get(pk=project.pk)
         store.append(
             ev.QUEUE_STREAM,
             str(project.pk),
@@ -358,7 +359,7 @@ def _locked(workload_id: uuid.UUID) -> Workload | None:
     cycle's append holds the log's lock and then updates workload rows, so taking them in the
     other order could deadlock with it."""
     store.take_append_lock()
-    return Workload.objects.select_for_update().filter(pk=workload_id).first()
+    return row_lock(Workload.objects.all()).filter(pk=workload_id).first()
 
 
 def _append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEvent]) -> None:
@@ -501,7 +502,7 @@ def reservation_create(
     reservation_id = uuid.uuid4()
     with transaction.atomic():
         # One reservation at a time per cluster: the capacity check below must not race.
-        Cluster.objects.select_for_update().get(pk=cluster.pk)
+        row_lock(Cluster.objects.all()).get(pk=cluster.pk)
         fleet = sum(
             n.gpus.count()
             for n in Node.objects.filter(cluster=cluster, gpu_model_id=gpu_model).exclude(
@@ -550,7 +551,7 @@ def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = 
     organization = Organization.objects.get(pk=reservation.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     with transaction.atomic():
-        reservation = Reservation.objects.select_for_update().get(pk=reservation.pk)
+        reservation = row_lock(Reservation.objects.all()).get(pk=reservation.pk)
         if reservation.status == ReservationStatus.CANCELLED:
             return reservation
         store.append(

@@ -1,0 +1,68 @@
+"""Provisioning a whole fleet at once, on PostgreSQL with real commits: every node's steps
+run concurrently in threads, as a worker's processes run them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from pytest_django.fixtures import Settings
+
+from inventory import services
+from inventory.lifecycle import NodeState
+from inventory.models import Node
+from tests.builders import run
+from tests.inventory.conftest import Fleet
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("eager_tasks"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _fast(settings: Settings) -> None:
+    settings.SIMULATED_STEP_DELAY_S = 0
+    settings.SIMULATED_FAULTS = {}
+    settings.PROVISIONING_RETRY_BASE_S = 0.0
+
+
+def in_threads(calls: list[Callable[[], object]]) -> list[BaseException]:
+    """Run every call at once, each in a thread with its own connection; the errors raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(calls))
+
+    def work(call: Callable[[], object]) -> None:
+        try:
+            barrier.wait()
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_twenty_nodes_provisioned_at_once_all_become_ready(fleet: Fleet) -> None:
+    racks = [run(services.rack_define, cluster=fleet.cluster, name=f"r{i}") for i in range(4)]
+    nodes = [fleet.node(f"n{i:02d}") for i in range(20)]
+    for i, node in enumerate(nodes):
+        Node.objects.filter(pk=node.pk).update(rack=racks[i % 4])
+
+    errors = in_threads(
+        [lambda node=node: run(services.node_provision, node=node) for node in nodes]
+    )
+
+    for e in errors[:2]:
+        print("ERR", repr(str(e)))
+    assert [str(e) for e in errors] == []
+    assert sorted(Node.objects.values_list("state", flat=True)) == [NodeState.READY] * 20
