@@ -35,7 +35,7 @@ def test_two_transactions_that_deadlock_are_both_run_again_until_they_commit() -
     def client(first: str, second: str) -> None:
         try:
             atomic_with_retry(lock_then_bump, first, second)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:
             errors.append(exc)
         finally:
             connection.close()

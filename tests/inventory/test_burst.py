@@ -54,15 +54,23 @@ def in_threads(calls: list[Callable[[], object]]) -> list[BaseException]:
 
 def test_twenty_nodes_provisioned_at_once_all_become_ready(fleet: Fleet) -> None:
     racks = [run(services.rack_define, cluster=fleet.cluster, name=f"r{i}") for i in range(4)]
-    nodes = [fleet.node(f"n{i:02d}") for i in range(20)]
-    for i, node in enumerate(nodes):
-        Node.objects.filter(pk=node.pk).update(rack=racks[i % 4])
+    nodes = [
+        run(
+            services.node_register,
+            cluster=fleet.cluster,
+            name=f"n{i:02d}",
+            gpu_model=fleet.gpu_model,
+            cpu_milli=96_000,
+            memory_mib=1_048_576,
+            gpus=[services.GpuSlot(index=g) for g in range(8)],
+            rack=racks[i % 4],
+        )[0]
+        for i in range(20)
+    ]
 
     errors = in_threads(
         [lambda node=node: run(services.node_provision, node=node) for node in nodes]
     )
 
-    for e in errors[:2]:
-        print("ERR", repr(str(e)))
     assert [str(e) for e in errors] == []
     assert sorted(Node.objects.values_list("state", flat=True)) == [NodeState.READY] * 20
