@@ -32,13 +32,21 @@ from billing.errors import (
     PeriodInvalid,
     WebhookSignatureInvalid,
 )
-from billing.models import BillingAccount, Invoice, InvoicePayment, InvoiceStatus
+from billing.models import (
+    PLANS,
+    BillingAccount,
+    DefaultGpuPrice,
+    Invoice,
+    InvoicePayment,
+    InvoiceStatus,
+)
 from billing.money import CURRENCY
 from billing.stripe_gateway import ChargeOutcome, PaymentGateway, gateway, webhook_event
 from events import store
 from events.errors import StreamConflict
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
+from inventory.models import GpuModel
 from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
@@ -232,6 +240,41 @@ def _account_record(*, actor: Actor, organization: Organization, event: DomainEv
         if account is not None and account.stripe_customer_id:
             return  # a concurrent call created it first (same idempotency key: same customer)
     _account_append(actor, organization, [event])
+
+
+# --- default prices ---------------------------------------------------------------------------
+
+
+def default_price_set(
+    *,
+    actor: Actor,
+    gpu_model: str,
+    price_per_gpu_hour_minor: int,
+    currency: str,
+    price_plan: str = "on_demand",
+) -> DefaultGpuPrice:
+    """Set (create or replace) the price of usage from no offering on ``gpu_model`` under
+    ``price_plan``: without one, a month with such usage cannot be invoiced. Operators'
+    configuration, like the admin's form: a table, not an event (rating copies the price it
+    used into ``InvoiceDrafted``)."""
+    _require_operator(actor)
+    problems: dict[str, list[str]] = {}
+    if not GpuModel.objects.filter(slug=gpu_model).exists():
+        problems["gpu_model"] = [f"unknown GPU model {gpu_model!r}"]
+    if price_plan not in dict(PLANS):
+        problems["price_plan"] = [f"one of {', '.join(dict(PLANS))}"]
+    if not CURRENCY.match(currency):
+        problems["currency"] = ["an ISO 4217 code such as USD"]
+    if price_per_gpu_hour_minor < 0:
+        problems["price_per_gpu_hour_minor"] = ["not negative"]
+    if problems:
+        raise BillingInvalid("default price is not valid", fields=problems)
+    price, _ = DefaultGpuPrice.objects.update_or_create(
+        gpu_model=gpu_model,
+        price_plan=price_plan,
+        defaults={"price_per_gpu_hour_minor": price_per_gpu_hour_minor, "currency": currency},
+    )
+    return price
 
 
 # --- closing a month -------------------------------------------------------------------------
