@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from django.db import models
+from django.db.models import Model
 
 if TYPE_CHECKING:
     from events.store import RecordedEvent
     from events.types import DomainEvent
 
 Handler = Callable[[Any, "RecordedEvent"], None]
-OperationalValues = dict[type[models.Model], dict[Any, tuple[Any, ...]]]
+OperationalValues = dict[type[Model], dict[Any, tuple[Any, ...]]]
 H = TypeVar("H", bound=Handler)
 
 
@@ -50,7 +51,7 @@ class Projection:
     # Operational columns of its tables that the log does not hold (a heartbeat's time, a
     # key's last use): written in place, not events, so a replay cannot rebuild them. They
     # are kept across it instead (``operational_keep`` / ``operational_restore``).
-    operational: ClassVar[dict[type[models.Model], tuple[str, ...]]] = {}
+    operational: ClassVar[dict[type[Model], tuple[str, ...]]] = {}
     _handlers: ClassVar[dict[str, Handler]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
