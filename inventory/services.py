@@ -23,7 +23,7 @@ from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
 from inventory.errors import InvalidTransition, UnknownGpu
 from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
 from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
-from neocloud.transactions import row_lock
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants import secrets
 from tenants.access import Actor
 from tenants.errors import PermissionDenied
@@ -402,24 +402,24 @@ def heartbeats_check(
     *, actor: Actor, threshold: timedelta, now: datetime | None = None
 ) -> list[Node]:
     """Fail every monitored node not heard from within ``threshold`` (a node that never sent
-    one is measured from when it became ready)."""
+    one is measured from when it became ready), each in a transaction of its own."""
     now = now or timezone.now()
     failed = []
     for node in Node.objects.filter(state__in=HEARTBEAT_MONITORED):
         last_seen = node.last_heartbeat_at or node.state_changed_at
         if now - last_seen > threshold:
-            with transaction.atomic():
-                fresh = _locked(node)
-                seen = fresh.last_heartbeat_at or fresh.state_changed_at
-                if fresh.state in HEARTBEAT_MONITORED and now - seen > threshold:
-                    failed.append(
-                        node_fail(
-                            actor=actor,
-                            node=fresh,
-                            reason=f"heartbeat missed since {seen.isoformat()}",
-                        )
-                    )
+            gone = atomic_with_retry(_fail_if_silent, actor, node, threshold, now)
+            if gone is not None:
+                failed.append(gone)
     return failed
+
+
+def _fail_if_silent(actor: Actor, node: Node, threshold: timedelta, now: datetime) -> Node | None:
+    fresh = _locked(node)
+    seen = fresh.last_heartbeat_at or fresh.state_changed_at
+    if fresh.state not in HEARTBEAT_MONITORED or now - seen <= threshold:
+        return None
+    return node_fail(actor=actor, node=fresh, reason=f"heartbeat missed since {seen.isoformat()}")
 
 
 def _gpu_uuid(cluster: str, node: str, index: int) -> str:
