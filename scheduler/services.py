@@ -501,8 +501,10 @@ def reservation_create(
     cluster = _cluster_for(spec)
     reservation_id = uuid.uuid4()
     with transaction.atomic():
-        # One reservation at a time per cluster: the capacity check below must not race.
-        row_lock(Cluster.objects.all()).get(pk=cluster.pk)
+        # One reservation at a time: the capacity check below must not race. Under the log's
+        # lock, not the cluster's row: an order appends before it reserves, and no row is
+        # locked after the log's lock (neocloud.transactions).
+        store.take_append_lock()
         fleet = sum(
             n.gpus.count()
             for n in Node.objects.filter(cluster=cluster, gpu_model_id=gpu_model).exclude(

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
 
+from events import store
 from events.models import Checkpoint
 from inventory.models import Node
 from neocloud.transactions import TransactionConflict, atomic_with_retry, row_lock
+from tests.ledger.events import AccountOpened
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -52,6 +56,49 @@ def test_two_transactions_that_deadlock_are_both_run_again_until_they_commit() -
     assert errors == []
     assert sorted(attempts.values()) == [1, 2]  # the deadlock's victim ran twice
     assert dict(Checkpoint.objects.values_list("name", "position")) == attempts
+
+
+def test_a_deadlock_met_inside_an_append_is_run_again() -> None:
+    """The victim waits for the append lock inside ``store.append`` while holding a row the
+    lock's holder wants: it is aborted there, and run again."""
+    Checkpoint.objects.create(name="a")
+    holds_row = threading.Barrier(2)
+    attempts = {"appender": 0}
+    errors: list[BaseException] = []
+
+    def lock_row_then_append() -> None:
+        attempts["appender"] += 1
+        row_lock(Checkpoint.objects.filter(name="a")).get()
+        if attempts["appender"] == 1:
+            holds_row.wait()
+        store.append("account", "acc-1", [AccountOpened(owner="o")], expected_version=store.ANY)
+
+    def hold_append_lock_then_lock_row() -> None:
+        store.take_append_lock()
+        holds_row.wait()
+        time.sleep(0.3)  # the appender waits first, so its deadlock check finds the cycle
+        row_lock(Checkpoint.objects.filter(name="a")).get()
+
+    def client(work: Callable[[], None]) -> None:
+        try:
+            atomic_with_retry(work)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=client, args=(lock_row_then_append,)),
+        threading.Thread(target=client, args=(hold_append_lock_then_lock_row,)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert attempts == {"appender": 2}
+    assert [e.type for e in store.read_stream("account", "acc-1")] == [AccountOpened.event_type]
 
 
 def test_a_deadlock_on_every_attempt_is_a_retryable_409() -> None:
