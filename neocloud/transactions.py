@@ -24,7 +24,9 @@ race.
    commit: append late.
 3. After it, only rows that scheduling cycles write under the append lock: workloads and
    their allocations (``scheduler.services`` takes the append lock before it locks a
-   workload), and the projections' own writes.
+   workload), and the projections' own writes. A check that may run after an append of the
+   same transaction takes the append lock instead of a row: a reservation's capacity check
+   (an order appends before it reserves).
 
 **Retries.** ``atomic_with_retry`` runs a service in a transaction and runs it again, from
 the start and on fresh state, when it lost a race that another attempt may win: the log's
