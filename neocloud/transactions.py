@@ -31,7 +31,7 @@ race.
 **Retries.** ``atomic_with_retry`` runs a service in a transaction and runs it again, from
 the start and on fresh state, when it lost a race that another attempt may win: the log's
 ``StreamConflict`` (the stream moved since it was read) and PostgreSQL's deadlock and
-serialisation failures. Every entry point (API views, admin actions, tasks, commands) calls
+serialisation failures. The entry points (API views, admin actions, tasks, commands) call
 services through it; tasks that still meet one after its attempts run again later
 (``RACES``).
 """
