@@ -3,7 +3,8 @@ through Stripe, webhooks, dunning, corrections.
 
 Concurrency: every operation runs concurrently with itself. Drafting and finalizing an
 organization's invoices lock its ``Organization`` row first (credits are used once), then
-append (the log's lock). An invoice's payment steps lock its ``Invoice`` row, then append.
+append (the log's lock). An invoice's payment steps lock its ``Invoice`` row, then append (a
+credit note on a paid invoice also locks the account's row first: it grants prepaid credit).
 Stripe is never called inside a transaction: ``invoice_collect`` commits the attempt, calls
 Stripe, and records the outcome in a second transaction, so a crash in between leaves a
 pending attempt that is resumed with the same idempotency key (the same PaymentIntent).
@@ -497,6 +498,9 @@ def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reas
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {*OPEN, InvoiceStatus.PAID}:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
+    if invoice.status == InvoiceStatus.PAID:
+        # The prepaid credit below writes the account: its row before the log's lock.
+        row_lock(BillingAccount.objects.filter(organization_id=invoice.organization_id)).first()
     room = invoice.total_minor - invoice.credited_minor
     if not 0 < amount_minor <= room:
         raise BillingInvalid(
