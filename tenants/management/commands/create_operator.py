@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants import services
 from tenants.access import Actor
 from tenants.models import Membership, Organization, Role, Scope, User
@@ -64,6 +64,8 @@ def _operator_with_key(
     password: str | None,
     organization_slug: str,
 ) -> tuple[User, Organization, str]:
+    # Its row before any append (the lock order of neocloud.transactions).
+    organization = row_lock(Organization.objects.filter(slug=organization_slug)).first()
     user = User.objects.filter(email=email.lower()).first()
     if user is None:
         user = services.user_register(
@@ -77,7 +79,6 @@ def _operator_with_key(
             is_staff=True,
             is_active=True,
         )
-    organization = Organization.objects.filter(slug=organization_slug).first()
     if organization is None:
         organization = services.organization_create(
             actor=actor, name=organization_slug, owner=user, slug=organization_slug
