@@ -3,17 +3,16 @@ run concurrently in threads, as a worker's processes run them."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+from functools import partial
 
 import pytest
-from django.db import connection
 from pytest_django.fixtures import Settings
 
 from inventory import services
 from inventory.lifecycle import NodeState
 from inventory.models import Node
 from tests.builders import run
+from tests.concurrency import at_once
 from tests.inventory.conftest import Fleet
 
 pytestmark = [
@@ -28,28 +27,6 @@ def _fast(settings: Settings) -> None:
     settings.SIMULATED_STEP_DELAY_S = 0
     settings.SIMULATED_FAULTS = {}
     settings.PROVISIONING_RETRY_BASE_S = 0.0
-
-
-def in_threads(calls: list[Callable[[], object]]) -> list[BaseException]:
-    """Run every call at once, each in a thread with its own connection; the errors raised."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(calls))
-
-    def work(call: Callable[[], object]) -> None:
-        try:
-            barrier.wait()
-            call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_twenty_nodes_provisioned_at_once_all_become_ready(fleet: Fleet) -> None:
@@ -68,9 +45,7 @@ def test_twenty_nodes_provisioned_at_once_all_become_ready(fleet: Fleet) -> None
         for i in range(20)
     ]
 
-    errors = in_threads(
-        [lambda node=node: run(services.node_provision, node=node) for node in nodes]
-    )
+    errors = at_once([partial(run, services.node_provision, node=node) for node in nodes])
 
     assert [str(e) for e in errors] == []
     assert sorted(Node.objects.values_list("state", flat=True)) == [NodeState.READY] * 20

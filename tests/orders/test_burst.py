@@ -4,45 +4,23 @@ so that check must not take a row lock after the log's lock."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from orders.models import Order
 from scheduler.models import Reservation
 from tests.builders import client_with_key
 from tests.commerce_builders import Customer, Shop
+from tests.concurrency import at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 3
 ROUNDS = 4
-
-
-def at_once(calls: list[Callable[[], None]]) -> list[BaseException]:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(calls))
-
-    def work(call: Callable[[], None]) -> None:
-        try:
-            barrier.wait()
-            call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 def test_reserved_orders_and_reservations_at_once_all_succeed(
@@ -82,8 +60,7 @@ def test_reserved_orders_and_reservations_at_once_all_succeed(
             statuses.append(("reservation", response.status_code))
 
     errors = at_once(
-        [lambda n=n: order(n) for n in range(CLIENTS)]
-        + [lambda n=n: reserve(n) for n in range(CLIENTS)]
+        [partial(order, n) for n in range(CLIENTS)] + [partial(reserve, n) for n in range(CLIENTS)]
     )
 
     assert [repr(e) for e in errors] == []

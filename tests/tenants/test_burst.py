@@ -4,57 +4,21 @@ everything created."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
-from django.db import connection
 
-from neocloud.celery import app as celery_app
-from scheduler import scheduling
 from scheduler.models import Workload
 from tenants.models import Project, Quota
 from tests.builders import Builder, client_with_key
-from tests.scheduler.conftest import ready_fleet
+from tests.concurrency import at_once
+from tests.scheduler.conftest import in_process, ready_fleet  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 4
 ROUNDS = 5
-
-
-@pytest.fixture
-def in_process() -> Iterator[None]:
-    conf = celery_app.conf
-    saved = conf.task_always_eager, conf.task_eager_propagates
-    conf.task_always_eager, conf.task_eager_propagates = True, True
-    scheduling.forget()
-    yield
-    scheduling.forget()
-    conf.task_always_eager, conf.task_eager_propagates = saved
-
-
-def at_once(calls: list[Callable[[], None]]) -> list[BaseException]:
-    """Every call in a thread of its own, started together; what they raised."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(calls))
-
-    def work(call: Callable[[], None]) -> None:
-        try:
-            barrier.wait()
-            call()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
 
 
 @pytest.mark.usefixtures("in_process")
@@ -102,9 +66,9 @@ def test_projects_and_quotas_created_under_load_all_succeed(build: Builder) -> N
             record("workload", client.post("/api/v1/workloads", body, format="json"))
 
     errors = at_once(
-        [lambda n=n: create_projects(n) for n in range(CLIENTS)]
-        + [lambda n=n: set_quotas(n) for n in range(CLIENTS)]
-        + [lambda n=n: submit(n) for n in range(CLIENTS)]
+        [partial(create_projects, n) for n in range(CLIENTS)]
+        + [partial(set_quotas, n) for n in range(CLIENTS)]
+        + [partial(submit, n) for n in range(CLIENTS)]
     )
 
     assert [repr(e) for e in errors] == []
