@@ -17,10 +17,13 @@ $(INSTALLED): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	@touch $@
 
-# The embedded default: SQLite under var/, Celery tasks in-process, demo data.
+# The embedded default: SQLite under var/, Celery tasks in-process, demo data. The demo alone has
+# DEBUG, a known SECRET_KEY and admin/admin: loopback only unless DEMO_ALLOW_PUBLIC=1.
 demo: $(INSTALLED)
 	@echo "NeoCloud on http://$(HOST):$(PORT)/  (API /api/v1/, docs /api/docs/, admin /admin/)"
-	env -u DATABASE_URL -u REDIS_URL $(PY) manage.py demo $(HOST):$(PORT)
+	env -u DATABASE_URL -u REDIS_URL -u SECRET_KEY -u DEBUG -u STRIPE_API_KEY -u STRIPE_API_BASE \
+		-u STRIPE_MOCK_URL -u STRIPE_WEBHOOK_SECRET NEOCLOUD_DEMO=1 \
+		$(PY) manage.py demo $(HOST):$(PORT)
 
 # Everything CI checks, against real PostgreSQL and Redis (started if none is reachable).
 test: $(INSTALLED)
@@ -46,8 +49,10 @@ pytest:
 smoke:
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q -m smoke
 
+# The suites never charge: a Stripe where nothing answers satisfies the production settings.
 bench: $(INSTALLED)
-	scripts/with-services.sh $(PY) manage.py bench $(SUITE) --json
+	scripts/with-services.sh env STRIPE_API_KEY=sk_test_bench STRIPE_WEBHOOK_SECRET=whsec_bench \
+		STRIPE_API_BASE=http://127.0.0.1:9 $(PY) manage.py bench $(SUITE) --json
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis

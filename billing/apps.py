@@ -9,6 +9,6 @@ class BillingConfig(AppConfig):
 
     def ready(self) -> None:
         from billing import services
-        from orders import hooks
+        from scheduler import hooks
 
         hooks.register_payment_check(services.payment_refusal)

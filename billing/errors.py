@@ -39,5 +39,14 @@ class WebhookSignatureInvalid(ValidationFailed):
     code = "webhook_signature_invalid"
 
 
+class WebhookConflict(ApplicationError):
+    """The delivery kept losing races for the streams it writes and was not processed: a 5xx,
+    so that Stripe delivers it again (a 2xx would lose it)."""
+
+    code = "webhook_conflict"
+    http_status = 503
+    retryable = True
+
+
 class PeriodInvalid(ValidationFailed):
     code = "period_invalid"

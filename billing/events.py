@@ -95,6 +95,29 @@ class InvoicePaymentFailed(DomainEvent):
     next_attempt_at: datetime | None  # None: dunning stopped retrying
 
 
+@event_type("billing.InvoicePaymentProcessing")
+class InvoicePaymentProcessing(DomainEvent):
+    """Stripe took the charge but has not finished it: the PaymentIntent a webhook must name."""
+
+    attempt: int
+    payment_intent_id: str
+
+
+@event_type("billing.InvoicePaymentMismatched")
+class InvoicePaymentMismatched(DomainEvent):
+    """A webhook's PaymentIntent named this attempt but is not the one recorded for it, or
+    not of its amount: nothing was paid, an operator looks (the alert is logged)."""
+
+    attempt: int
+    payment_intent_id: str
+    amount_minor: int
+    currency: str
+    expected_payment_intent_id: str
+    expected_amount_minor: int
+    expected_currency: str
+    stripe_event_id: str
+
+
 @event_type("billing.InvoiceMarkedUncollectible")
 class InvoiceMarkedUncollectible(DomainEvent):
     reason: str

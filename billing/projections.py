@@ -210,6 +210,12 @@ class Billing(projections.Projection):
             settled_at=event.recorded_at,
         )
 
+    @handles(ev.InvoicePaymentProcessing)
+    def processing(self, event: RecordedEvent) -> None:
+        InvoicePayment.objects.filter(
+            invoice_id=event.stream_id, attempt=event.data["attempt"]
+        ).update(payment_intent_id=event.data["payment_intent_id"])
+
     @handles(ev.InvoiceMarkedUncollectible)
     def uncollectible(self, event: RecordedEvent) -> None:
         Invoice.objects.filter(pk=event.stream_id).update(

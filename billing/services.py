@@ -23,6 +23,7 @@ from typing import Any
 
 import stripe
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from billing import events as ev
@@ -31,6 +32,7 @@ from billing.errors import (
     BillingInvalid,
     InvalidInvoiceTransition,
     PeriodInvalid,
+    WebhookConflict,
     WebhookSignatureInvalid,
 )
 from billing.models import (
@@ -50,7 +52,6 @@ from events.types import DomainEvent
 from inventory.models import GpuModel
 from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Action, Actor
-from tenants.errors import PermissionDenied
 from tenants.models import Organization
 
 logger = logging.getLogger(__name__)
@@ -93,11 +94,6 @@ class Period:
         return Period.of(self.start - timedelta(days=1))
 
 
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change billing settings")
-
-
 # --- billing accounts and credits ------------------------------------------------------------
 
 
@@ -136,7 +132,7 @@ def account_profile_set(
 ) -> BillingAccount:
     """Operators set where an organization is billed (its tax), in which currency, and its
     minimum monthly commitment."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     problems: dict[str, list[str]] = {}
     if not COUNTRY.match(billing_country):
         problems["billing_country"] = ["an ISO 3166-1 alpha-2 code such as DE"]
@@ -172,7 +168,7 @@ def credit_grant(
 ) -> uuid.UUID:
     """Operators grant promotional credit (a discount) or record prepaid credit (money paid
     in advance); invoices use them oldest first (``rating``)."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     if kind not in {"promotional", "prepaid"}:
         raise BillingInvalid("kind is promotional or prepaid", fields={"kind": ["unknown"]})
     if amount_minor <= 0:
@@ -258,7 +254,7 @@ def default_price_set(
     ``price_plan``: without one, a month with such usage cannot be invoiced. Operators'
     configuration, like the admin's form: a table, not an event (rating copies the price it
     used into ``InvoiceDrafted``)."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     problems: dict[str, list[str]] = {}
     if not GpuModel.objects.filter(slug=gpu_model).exists():
         problems["gpu_model"] = [f"unknown GPU model {gpu_model!r}"]
@@ -388,7 +384,7 @@ def invoices_draft(
     them. An invoice already finalized is left as it is, so closing twice changes nothing.
 
     Locks the organization's row: its credits are used by one invoice at a time."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     row_lock(Organization.objects.all()).get(pk=organization.pk)
     done = []
     for draft in drafts_for(organization, period, inputs):
@@ -437,7 +433,7 @@ def period_close(*, actor: Actor, period: Period, finalize: bool = True) -> Clos
     """Invoice every organization for ``period`` (each in its own transaction). An
     organization whose usage has no price is reported and left for an operator; the others
     are invoiced."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     inputs = Inputs.read(period)
     report = CloseReport(period.name)
     for organization in Organization.objects.order_by("slug"):
@@ -474,7 +470,7 @@ def _invoice_append(actor: Actor, invoice: Invoice, events: Sequence[DomainEvent
 
 def invoice_void(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
     """Cancel an invoice nothing was paid on (its credits come back)."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {InvoiceStatus.DRAFT, *OPEN} or invoice.paid_minor:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice cannot be voided")
@@ -483,7 +479,7 @@ def invoice_void(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
 
 
 def invoice_mark_uncollectible(*, actor: Actor, invoice: Invoice, reason: str) -> Invoice:
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status != InvoiceStatus.FINALIZED:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice cannot become uncollectible")
@@ -494,7 +490,7 @@ def invoice_mark_uncollectible(*, actor: Actor, invoice: Invoice, reason: str) -
 def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reason: str) -> Invoice:
     """Correct a finalized invoice without changing it: the note lowers what is due; on an
     invoice already paid, the amount becomes prepaid credit for the next invoices."""
-    _require_operator(actor)
+    actor.require(Action.BILLING_OPERATE)
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {*OPEN, InvoiceStatus.PAID}:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
@@ -578,7 +574,7 @@ def _failure(
     invoice: Invoice, attempt: int, intent: str, code: str, message: str
 ) -> ev.InvoicePaymentFailed:
     """Dunning: retry after ``BILLING_DUNNING_RETRY_BASE_S`` doubling per failure; after
-    ``BILLING_DUNNING_MAX_FAILURES`` stop retrying (new orders are refused until paid)."""
+    ``BILLING_DUNNING_MAX_FAILURES`` stop retrying (new work is refused until paid)."""
     failures = invoice.payment_failures + 1
     retry = None
     if failures < settings.BILLING_DUNNING_MAX_FAILURES:
@@ -595,9 +591,7 @@ def invoice_collect(
     """Charge what is due on the organization's card: one PaymentIntent per attempt.
 
     Not in a transaction: the attempt commits, Stripe is called, the outcome commits."""
-    if not actor.is_staff:
-        organization = Organization.objects.get(pk=invoice.organization_id)
-        actor.require(Action.INVOICE_PAY, organization)
+    actor.require(Action.INVOICE_PAY, Organization.objects.get(pk=invoice.organization_id))
     payment = atomic_with_retry(_attempt_start, actor=actor, invoice_id=invoice.pk)
     if payment is None:
         return Invoice.objects.get(pk=invoice.pk)
@@ -622,7 +616,8 @@ def payment_settle(
     """Record an attempt's outcome, from the charge's answer or a webhook, whichever comes
     first; returns what it did. Stale news changes nothing: a failure of an attempt already
     settled, anything about a paid or void invoice. A success after a recorded failure of the
-    same attempt still pays the invoice (the money came in)."""
+    same attempt still pays the invoice (the money came in). A ``processing`` answer records
+    the PaymentIntent, which the webhook that ends it must name."""
     invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
     if invoice is None:
         return "ignored: unknown invoice"
@@ -651,6 +646,17 @@ def payment_settle(
             [_failure(invoice, attempt, outcome.payment_intent_id, outcome.code, outcome.message)],
         )
         return "failed"
+    if outcome.status == "processing" and not payment.payment_intent_id:
+        _invoice_append(
+            actor,
+            invoice,
+            [
+                ev.InvoicePaymentProcessing(
+                    attempt=attempt, payment_intent_id=outcome.payment_intent_id
+                )
+            ],
+        )
+        return "processing"
     return f"ignored: attempt {attempt} is {payment.status}"
 
 
@@ -677,8 +683,9 @@ def collect_due(*, actor: Actor = SYSTEM, now: datetime | None = None) -> int:
 
 
 def payment_refusal(organization: Organization) -> str | None:
-    """The orders payment check: new orders wait while an invoice is unpaid after dunning
-    gave up (or was written off). Running work is never touched."""
+    """The payment check of new work: orders, workloads and reservations wait while an
+    invoice is unpaid after dunning gave up (or was written off). Running work is never
+    touched."""
     overdue = (
         Invoice.objects.filter(organization=organization, status__in=OPEN)
         .filter(payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES)
@@ -714,8 +721,13 @@ def stripe_webhook_receive(*, payload: bytes, signature: str) -> str:
         raise WebhookSignatureInvalid("the webhook's signature does not verify") from exc
     try:
         return atomic_with_retry(_webhook_process, actor=SYSTEM, event=event)
-    except StreamConflict:
-        return "duplicate"
+    except StreamConflict as exc:
+        # Lost every race: answered 200 only if the delivery that won processed this event.
+        if store.stream_version(ev.STRIPE_EVENT_STREAM, str(event.get("id", ""))):
+            return "duplicate"
+        raise WebhookConflict(
+            "the webhook conflicted with concurrent writes and was not processed; deliver it again"
+        ) from exc
 
 
 def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
@@ -728,10 +740,13 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
     invoice_id = _uuid(metadata.get("invoice_id"))
     if event_type in INTENT_OUTCOMES and invoice_id is not None:
         error = obj.get("last_payment_error") or {}
-        outcome = payment_settle(
+        outcome = _intent_settle(
             actor=actor,
+            stripe_event_id=event_id,
             invoice_id=invoice_id,
             attempt=int(attempt) if (attempt := str(metadata.get("attempt", ""))).isdigit() else 0,
+            amount_minor=obj.get("amount"),
+            currency=str(obj.get("currency", "")).lower(),
             outcome=ChargeOutcome(
                 status=INTENT_OUTCOMES[event_type],
                 payment_intent_id=str(obj.get("id", "")),
@@ -754,6 +769,73 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
         metadata=Metadata(actor=actor.label),
     )
     return outcome
+
+
+def _intent_settle(
+    *,
+    actor: Actor,
+    stripe_event_id: str,
+    invoice_id: uuid.UUID,
+    attempt: int,
+    amount_minor: object,
+    currency: str,
+    outcome: ChargeOutcome,
+) -> str:
+    """Settle the attempt a PaymentIntent's metadata names only if it is that attempt's: the
+    PaymentIntent recorded for it, of its amount and currency. Metadata is whatever its
+    creator wrote, so anything else is recorded on the invoice, alerts, and pays nothing.
+    News about a paid or void invoice is ignored as ``payment_settle`` ignores it; a pending
+    attempt with no PaymentIntent recorded yet (its answer was lost) is left to
+    ``collect_due``, which resumes it with its key and records Stripe's answer."""
+    invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
+    payment = invoice.payments.filter(attempt=attempt).first() if invoice else None
+    if (
+        invoice is None
+        or payment is None
+        or invoice.status in {InvoiceStatus.PAID, InvoiceStatus.VOID}
+    ):
+        return payment_settle(actor=actor, invoice_id=invoice_id, attempt=attempt, outcome=outcome)
+    if not payment.payment_intent_id and payment.status == "pending":
+        return (
+            f"ignored: attempt {attempt} has no recorded PaymentIntent yet (collection resumes it)"
+        )
+    expected = (payment.payment_intent_id, payment.amount_minor, invoice.currency.lower())
+    if (outcome.payment_intent_id, amount_minor, currency) == expected:
+        return payment_settle(actor=actor, invoice_id=invoice_id, attempt=attempt, outcome=outcome)
+    mismatch = ev.InvoicePaymentMismatched(
+        attempt=attempt,
+        payment_intent_id=outcome.payment_intent_id,
+        amount_minor=amount_minor if isinstance(amount_minor, int) else -1,
+        currency=currency,
+        expected_payment_intent_id=expected[0],
+        expected_amount_minor=expected[1],
+        expected_currency=expected[2],
+        stripe_event_id=stripe_event_id,
+    )
+    _invoice_append(actor, invoice, [mismatch])
+    transaction.on_commit(lambda: _alert_mismatch(invoice.number, mismatch))
+    return (
+        f"refused: payment intent mismatch ({outcome.payment_intent_id}, {amount_minor} {currency}"
+        f" is not attempt {attempt}'s {expected[0]}, {expected[1]} {expected[2]})"
+    )
+
+
+def _alert_mismatch(number: str, mismatch: ev.InvoicePaymentMismatched) -> None:
+    """The operators' alert: one ERROR line of key=value pairs, for log-based alerting."""
+    logger.error(
+        "payment_mismatch invoice=%s attempt=%d payment_intent=%s amount_minor=%d currency=%s"
+        " expected_payment_intent=%s expected_amount_minor=%d expected_currency=%s"
+        " stripe_event=%s",
+        number,
+        mismatch.attempt,
+        mismatch.payment_intent_id,
+        mismatch.amount_minor,
+        mismatch.currency,
+        mismatch.expected_payment_intent_id,
+        mismatch.expected_amount_minor,
+        mismatch.expected_currency,
+        mismatch.stripe_event_id,
+    )
 
 
 def _uuid(value: object) -> uuid.UUID | None:

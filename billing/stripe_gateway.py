@@ -9,8 +9,9 @@ crash gets the same PaymentIntent instead of a second charge; the SDK retries ne
 itself (``STRIPE_MAX_NETWORK_RETRIES``).
 
 Where: ``STRIPE_API_BASE`` (e.g. a localstripe the test command started) or
-``STRIPE_MOCK_URL`` (stripe-mock), else Stripe itself with ``STRIPE_API_KEY``. With none of
-them set (the embedded default) payments are simulated in process.
+``STRIPE_MOCK_URL`` (stripe-mock), else Stripe itself, with ``STRIPE_API_KEY``. Payments are
+simulated in process only where the settings allow it (``STRIPE_SIMULATED``: the embedded
+default with no Stripe setting); anywhere else the settings refuse to start without Stripe.
 """
 
 from __future__ import annotations
@@ -192,19 +193,19 @@ class SimulatedGateway:
 
 
 def gateway() -> PaymentGateway:
-    """Stripe where one is configured, else the simulation."""
-    base = settings.STRIPE_API_BASE or settings.STRIPE_MOCK_URL
-    if base or settings.STRIPE_API_KEY:
-        return StripeGateway(
-            settings.STRIPE_API_KEY or "sk_test_neocloud",
-            base or None,
-            settings.STRIPE_MAX_NETWORK_RETRIES,
-        )
-    return SimulatedGateway()
+    """Stripe; the simulation only on the embedded default without Stripe settings."""
+    if settings.STRIPE_SIMULATED:
+        return SimulatedGateway()
+    return StripeGateway(
+        settings.STRIPE_API_KEY,
+        settings.STRIPE_API_BASE or settings.STRIPE_MOCK_URL or None,
+        settings.STRIPE_MAX_NETWORK_RETRIES,
+    )
 
 
 def webhook_event(payload: bytes, signature: str) -> dict[str, Any]:
-    """The event as plain data, if ``STRIPE_WEBHOOK_SECRET`` signed it (raises otherwise)."""
+    """The event as plain data, if ``STRIPE_WEBHOOK_SECRET`` signed it (raises otherwise;
+    without a secret, as in the simulation, the SDK verifies nothing)."""
     event = stripe.Webhook.construct_event(payload, signature, settings.STRIPE_WEBHOOK_SECRET)
     data: dict[str, Any] = event.to_dict()
     return data

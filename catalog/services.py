@@ -18,8 +18,7 @@ from events.types import DomainEvent
 from inventory.models import GpuModel, Region
 from neocloud.transactions import row_lock
 from scheduler.specs import PricePlan as Plan
-from tenants.access import Actor
-from tenants.errors import PermissionDenied
+from tenants.access import Action, Actor
 
 PRICE_PLAN_NAMESPACE = uuid.UUID("3b0f7a52-2d8e-4c1e-9a56-636174616c67")
 TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
@@ -33,11 +32,6 @@ PLANS_BY_KIND: dict[str, frozenset[str]] = {
     OfferingKind.INFERENCE: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
     OfferingKind.RESERVED: frozenset({Plan.RESERVED}),
 }
-
-
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change the catalog")
 
 
 def _append(actor: Actor, slug: str, events: Sequence[DomainEvent], expected_version: int) -> None:
@@ -91,7 +85,7 @@ def offering_define(
     - ``reserved``: up to ``max_gpus`` GPUs of one of ``gpu_models`` for at most
       ``max_duration_s``.
     """
-    _require_operator(actor)
+    actor.require(Action.CATALOG_WRITE)
     wanted = ev.OfferingDefined(
         slug=slug,
         name=name,
@@ -157,7 +151,7 @@ def _check_definition(wanted: ev.OfferingDefined) -> None:
 
 def offering_retire(*, actor: Actor, offering: Offering, reason: str = "") -> Offering:
     """No new orders for it; what was ordered keeps running."""
-    _require_operator(actor)
+    actor.require(Action.CATALOG_WRITE)
     current = _locked(offering.slug)
     if current is not None and current.active:
         _append(actor, current.slug, [ev.OfferingRetired(reason=reason)], current.version)
@@ -165,7 +159,7 @@ def offering_retire(*, actor: Actor, offering: Offering, reason: str = "") -> Of
 
 
 def offering_reactivate(*, actor: Actor, offering: Offering) -> Offering:
-    _require_operator(actor)
+    actor.require(Action.CATALOG_WRITE)
     current = _locked(offering.slug)
     if current is not None and not current.active:
         _append(actor, current.slug, [ev.OfferingReactivated()], current.version)
@@ -182,7 +176,7 @@ def price_plan_set(
     currency: str,
 ) -> PricePlan:
     """Set (create or replace) the price of ``offering`` in ``region`` under ``plan``."""
-    _require_operator(actor)
+    actor.require(Action.CATALOG_WRITE)
     current = _locked(offering.slug)
     if current is None:
         raise OfferingInvalid("no such offering", fields={"offering": ["unknown"]})
@@ -218,7 +212,7 @@ def price_plan_set(
 
 def price_plan_remove(*, actor: Actor, price_plan: PricePlan) -> None:
     """The offering is no longer sold in that region under that plan."""
-    _require_operator(actor)
+    actor.require(Action.CATALOG_WRITE)
     current = _locked(price_plan.offering_id)
     if current is not None and PricePlan.objects.filter(pk=price_plan.pk).exists():
         _append(

@@ -52,6 +52,7 @@ from inventory.drivers import NodeSpec, StepFailed
 from inventory.drivers.base import StepDetails
 from inventory.lifecycle import NodeAction, NodeState, next_state
 from inventory.models import Node, ProvisioningStep
+from neocloud.redaction import redact
 from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Actor
 
@@ -225,13 +226,17 @@ def _claim(node_id: UUID, run: int) -> StepClaim | StepOutcome:
 
 
 def _perform(claim: StepClaim) -> StepDetails:
+    """The step's details as the log may keep them: a real driver returns credentials with
+    them (a root password, a private key), scrubbed here before anything records them."""
     token = step_attempt.set(claim.attempt)
     try:
-        return drivers.driver().run_step(
+        details = drivers.driver().run_step(
             claim.step, claim.node, idempotency_key=claim.idempotency_key
         )
     finally:
         step_attempt.reset(token)
+    scrubbed: StepDetails = redact(details)
+    return scrubbed
 
 
 def _record_success(claim: StepClaim, details: StepDetails) -> StepOutcome:

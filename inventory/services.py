@@ -25,8 +25,7 @@ from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_sta
 from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
 from neocloud.transactions import atomic_with_retry, row_lock
 from tenants import secrets
-from tenants.access import Actor
-from tenants.errors import PermissionDenied
+from tenants.access import Action, Actor
 
 # Deterministic ids: importing the same fleet twice names the same rows.
 FLEET_NAMESPACE = uuid.UUID("7c1f2f5e-4f0e-4e55-9f43-6e656f636c64")
@@ -35,11 +34,6 @@ HEARTBEAT_MONITORED = frozenset({NodeState.READY, NodeState.CORDONED, NodeState.
 
 def fleet_id(*parts: str) -> uuid.UUID:
     return uuid.uuid5(FLEET_NAMESPACE, "/".join(parts))
-
-
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change the fleet")
 
 
 def _append(
@@ -68,7 +62,7 @@ def gpu_model_define(
     shareable: bool,
     mig_profiles: Sequence[str] = (),
 ) -> GpuModel:
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     wanted = ev.GpuModelDefined(
         slug=slug,
         name=name,
@@ -91,7 +85,7 @@ def gpu_model_define(
 
 
 def region_define(*, actor: Actor, slug: str, name: str) -> Region:
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     if not Region.objects.filter(slug=slug, name=name).exists():
         _append(
             actor,
@@ -104,7 +98,7 @@ def region_define(*, actor: Actor, slug: str, name: str) -> Region:
 
 
 def cluster_define(*, actor: Actor, region: Region, slug: str, name: str) -> Cluster:
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     cluster_id = fleet_id("cluster", slug)
     if not Cluster.objects.filter(id=cluster_id, region=region, name=name).exists():
         _append(
@@ -120,7 +114,7 @@ def cluster_define(*, actor: Actor, region: Region, slug: str, name: str) -> Clu
 def rack_define(
     *, actor: Actor, cluster: Cluster, name: str, leaf_switch: str = "", spine: str = ""
 ) -> Rack:
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     rack_id = fleet_id("rack", cluster.slug, name)
     leaf_switch = leaf_switch or f"leaf-{name}"
     if not Rack.objects.filter(id=rack_id, leaf_switch=leaf_switch, spine=spine).exists():
@@ -157,7 +151,7 @@ def node_register(
 ) -> tuple[Node, str | None]:
     """Register a node with its GPUs; the node agent's token is returned once (None when the
     node was known: then only a changed description is recorded)."""
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     node_id = fleet_id("node", cluster.slug, name)
     existing = row_lock(Node.objects.all()).filter(id=node_id).first()
     if existing is not None:
@@ -205,7 +199,7 @@ def node_register(
 
 def node_token_rotate(*, actor: Actor, node: Node) -> tuple[Node, str]:
     """A new node-agent token (shown once); the old one stops working at once."""
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     node = _locked(node)
     token = secrets.new_token()
     _append(
@@ -245,7 +239,7 @@ def _transition(node: Node, action: NodeAction, reason: str) -> ev.NodeStateChan
 
 def node_transition(*, actor: Actor, node: Node, action: NodeAction, reason: str = "") -> Node:
     """Apply one lifecycle action (operators' cordon, uncordon, drain, maintenance)."""
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     node = _locked(node)
     changes: list[DomainEvent] = [_transition(node, action, reason)]
     if action is NodeAction.DRAIN and not _has_allocations(node):
@@ -326,7 +320,7 @@ def _start_run(
 ) -> Node:
     """The lifecycle step and a new run of ``steps`` (``reason`` None: the run's number),
     handed to a worker on commit."""
-    _require_operator(actor)
+    actor.require(Action.FLEET_WRITE)
     node = _locked(node)
     run = node.provisioning_run + 1
     _append(

@@ -8,8 +8,11 @@ class MeteringConfig(AppConfig):
     verbose_name = "Metering"
 
     def ready(self) -> None:
-        # A spent organization budget with a hard stop refuses new orders.
+        # A spent organization budget with a hard stop refuses new work; the month's usage
+        # is what quotas' GPU-hours are enforced against.
+        from metering.selectors import month_usage_by_model
         from metering.services import budget_refusal
-        from orders.hooks import register_payment_check
+        from scheduler import hooks
 
-        register_payment_check(budget_refusal)
+        hooks.register_payment_check(budget_refusal)
+        hooks.register_usage_meter(month_usage_by_model)

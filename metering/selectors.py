@@ -274,6 +274,14 @@ def _shown(value: Any) -> Any:
 def month_usage(*, organization_id: UUID, project_id: UUID | None, now: datetime) -> int:
     """Milli-GPU-seconds of the UTC month of ``now`` so far, of an organization or one of its
     projects."""
+    return sum(month_usage_by_model(organization_id, project_id, now).values())
+
+
+def month_usage_by_model(
+    organization_id: UUID, project_id: UUID | None, now: datetime
+) -> dict[str, int]:
+    """Milli-GPU-seconds per GPU model of the UTC month of ``now`` so far, of an organization
+    or one of its projects: what quotas' monthly GPU-hours are held against."""
     narrow: dict[str, UUID] = {"organization_id": organization_id}
     if project_id is not None:
         narrow["project_id"] = project_id
@@ -283,10 +291,10 @@ def month_usage(*, organization_id: UUID, project_id: UUID | None, now: datetime
         open_allocations=OpenAllocation.objects.filter(**narrow),
         start=start,
         end=end,
-        group_by=(),
+        group_by=("gpu_model",),
         now=now,
     )
-    return totals.get((), 0)
+    return {model: total for (model,), total in totals.items()}
 
 
 def budget_alerts(budget: Budget, month: str) -> set[int]:

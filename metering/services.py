@@ -1,11 +1,11 @@
-"""Usage for billing, budgets and their alerts, and the budget's hard stop on orders.
+"""Usage for billing, budgets and their alerts, and the budget's hard stop on new work.
 
 Budgets are in GPU-hours (stored as milli-GPU-seconds), not money: metering knows usage but
 not prices, which are billing's and change by plan and region; a GPU-hour budget holds
 whatever the price list does. Alerts at 50, 80 and 100 % of a UTC month's usage are events,
 recorded once per threshold and month by ``budgets_check`` (run periodically) and logged. A
-hard stop refuses new orders through ``orders.hooks`` once an organization's budget is spent;
-running work is never stopped by it.
+hard stop refuses new work (orders, workloads, reservations) through ``scheduler.hooks``
+once an organization's budget is spent; running work is never stopped by it.
 """
 
 from __future__ import annotations
@@ -103,8 +103,8 @@ def budget_set(
 ) -> Budget:
     """Set (create or replace) the monthly budget of an organization or a project.
 
-    A hard stop is the organization's only: orders are checked per organization
-    (``orders.hooks``), so a project's budget alerts but cannot refuse."""
+    A hard stop is the organization's only: new work is checked per organization
+    (``scheduler.hooks``), so a project's budget alerts but cannot refuse."""
     actor.require(Action.ORGANIZATION_UPDATE, organization)
     if project is not None and project.organization_id != organization.id:
         raise ValidationFailed("project not in this organization", fields={"project": ["other"]})

@@ -1,7 +1,10 @@
 """Settings, read from the environment.
 
-With nothing set, the embedded default runs: SQLite under ``var/``, Celery tasks in-process.
-``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` switch to the production components.
+With only ``SECRET_KEY`` set, the embedded default runs: SQLite under ``var/``, Celery tasks
+in-process, payments simulated. ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` switch to the
+production components. What is unsafe to guess (the secret key, Stripe outside the embedded
+default) is refused at start-up, in every process, rather than defaulted: only the demo
+(``NEOCLOUD_DEMO=1``, set by ``make demo``) has DEBUG on and a built-in key.
 """
 
 import json
@@ -11,6 +14,7 @@ from typing import Any
 
 import dj_database_url
 from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NEOCLOUD_VAR_DIR", BASE_DIR / "var"))
@@ -35,13 +39,39 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "")
 REDIS_URL = os.environ.get("REDIS_URL", "")
 EMBEDDED = not DATABASE_URL
 
-DEBUG = env_bool("DEBUG", default=EMBEDDED)
-# The embedded default is a local demo; production must set its own key.
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-embedded-demo-key-change-me" if DEBUG else "")
+# The local demo (`make demo`, `manage.py demo`): DEBUG, a known key and admin/admin. Never a
+# consequence of the database choice: a SQLite deployment is not a demo.
+DEMO = env_bool("NEOCLOUD_DEMO", default=False)
+if DEMO and not EMBEDDED:
+    raise ImproperlyConfigured(
+        "NEOCLOUD_DEMO runs only on the embedded default: unset DATABASE_URL"
+    )
+DEBUG = env_bool("DEBUG", default=DEMO)
+SECRET_KEY = os.environ.get("SECRET_KEY") or ("insecure-demo-key-never-deploy" if DEMO else "")
 if not SECRET_KEY:
-    raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set (only the demo, NEOCLOUD_DEMO=1 as `make demo` sets, has one)"
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+# --- HTTPS (the production environment in README sets these; off for plain-HTTP local runs) ---
+# Behind a TLS-terminating proxy: "HTTP_X_FORWARDED_PROTO,https" trusts its header. Only set it
+# when the proxy overwrites that header on every request.
+_proxy_ssl_header = env_list("SECURE_PROXY_SSL_HEADER", "")
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER is HEADER,VALUE e.g. HTTP_X_FORWARDED_PROTO,https"
+    )
+SECURE_PROXY_SSL_HEADER = (
+    (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
+)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=False)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -160,6 +190,7 @@ CELERY_BEAT_SCHEDULE = {
     "heartbeat-check": {"task": "inventory.check_heartbeats", "schedule": 15.0},
     "scheduler-tick": {"task": "scheduler.tick", "schedule": 5.0},
     "metering-budgets-check": {"task": "metering.budgets_check", "schedule": 60.0},
+    "orders-close-ended": {"task": "orders.close_ended", "schedule": 60.0},
     # Closes the previous month on the 1st (any later day too: closing twice changes nothing).
     "billing-close-period": {
         "task": "billing.close_previous_period",
@@ -197,11 +228,22 @@ SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S"
 
 # --- Billing and Stripe ---------------------------------------------------------------------
 # Stripe: STRIPE_API_BASE (e.g. localstripe) or STRIPE_MOCK_URL (stripe-mock) point the SDK at a
-# local server; with neither and no STRIPE_API_KEY, payments are simulated in process.
+# local server. Payments are simulated in process only on the embedded default with no Stripe
+# setting at all; anywhere else a missing key or webhook secret stops the process here, since
+# the simulation would accept any card and mark invoices paid.
 STRIPE_API_KEY = os.environ.get("STRIPE_API_KEY", "")
 STRIPE_API_BASE = os.environ.get("STRIPE_API_BASE", "")
 STRIPE_MOCK_URL = os.environ.get("STRIPE_MOCK_URL", "")
 STRIPE_WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET", "")
+STRIPE_SIMULATED = EMBEDDED and not (STRIPE_API_KEY or STRIPE_API_BASE or STRIPE_MOCK_URL)
+if not STRIPE_SIMULATED:
+    _stripe = {"STRIPE_API_KEY": STRIPE_API_KEY, "STRIPE_WEBHOOK_SECRET": STRIPE_WEBHOOK_SECRET}
+    _stripe_missing = [name for name, value in _stripe.items() if not value]
+    if _stripe_missing:
+        raise ImproperlyConfigured(
+            f"{', '.join(_stripe_missing)} must be set: payments go through Stripe outside the"
+            " embedded default (SQLite, no DATABASE_URL), the only place they are simulated"
+        )
 STRIPE_MAX_NETWORK_RETRIES = int(os.environ.get("STRIPE_MAX_NETWORK_RETRIES", "2"))
 # Organizations without a billing profile are billed in this country and currency.
 BILLING_DEFAULT_COUNTRY = os.environ.get("BILLING_DEFAULT_COUNTRY", "US")
@@ -245,6 +287,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Schema naming hints are the schema tests' business, not `check --deploy`'s.
+    "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
 LOGGING = {

@@ -12,3 +12,5 @@ class OrdersConfig(AppConfig):
         from scheduler import hooks
 
         hooks.on_workload_ended(services.order_close_for_workload)
+        hooks.on_reservation_ended(services.order_close_for_reservation)
+        hooks.register_approval_threshold(services.approval_threshold)

@@ -34,10 +34,6 @@ class QuotaExceeded(ValidationFailed):
     code = "quota_exceeded"
 
 
-class PaymentRequired(ValidationFailed):
-    code = "payment_required"
-
-
 class InvalidTransition(Conflict):
     """The order's status does not allow this step; nothing changed."""
 

@@ -1,5 +1,6 @@
 """Ordering: an order is checked against the catalog, the organization's standing, its quotas
-and its payment standing; large ones wait for an operator; approved ones are fulfilled.
+and its payment standing; large ones wait for an operator; approved ones are fulfilled, and
+close when their workload or reservation ends.
 
 Fulfilment runs in the approving transaction: the scheduler's ``workload_submit`` and
 ``reservation_create`` only append to the log, so the order's approval, the workload (or
@@ -30,12 +31,10 @@ from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
 from neocloud.transactions import atomic_with_retry, row_lock
 from orders import events as ev
-from orders import hooks
 from orders.errors import (
     GpuModelNotOffered,
     InvalidTransition,
     OfferingUnavailable,
-    PaymentRequired,
     PricePlanNotOffered,
     QuotaExceeded,
     RegionNotOffered,
@@ -43,14 +42,15 @@ from orders.errors import (
 )
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
-from scheduler.models import Workload
+from scheduler.models import FINAL_STATUSES, Reservation, ReservationStatus, Workload
 from scheduler.specs import PricePlan as Plan
 from scheduler.specs import RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action, Actor
-from tenants.errors import OrganizationSuspended, PermissionDenied
+from tenants.errors import PermissionDenied
 from tenants.models import Organization, Project, Quota
 
 DEFAULT_APPROVAL_THRESHOLD_GPUS = 64
+SYSTEM = Actor.system_actor("orders")
 WHOLE = 1000  # milli-GPU in one GPU
 CANCELLABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED, OrderStatus.APPROVED})
 REJECTABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED})
@@ -244,17 +244,12 @@ def _reserved_shape(
 def check_standing(
     *, organization: Organization, project: Project, gpu_models: Sequence[str], gpus: int
 ) -> None:
-    """The organization may start ``gpus`` GPUs of one of ``gpu_models`` in ``project``: it
-    is active, a quota (the project's and the organization's, the lower binds) allows that
-    many of at least one of the models, and billing has no objection."""
-    if not organization.is_active:
-        raise OrganizationSuspended(
-            f"organization {organization.slug} is suspended: it can read but order nothing"
-        )
+    """The organization may start ``gpus`` GPUs of one of ``gpu_models`` in ``project``: the
+    scheduler's standing of all new work (active, payment, the month's GPU-hours), and a
+    quota (the project's and the organization's, the lower binds) allows that many of at
+    least one of the models."""
+    scheduler.check_standing(organization=organization, project=project, gpu_models=gpu_models)
     _check_quota(organization, project, gpu_models, gpus)
-    refusal = hooks.payment_refusal(organization)
-    if refusal:
-        raise PaymentRequired(refusal, fields={"organization": [refusal]})
 
 
 def _check_quota(
@@ -294,8 +289,7 @@ def approval_threshold() -> int:
 
 
 def approval_threshold_set(*, actor: Actor, threshold_gpus: int) -> ApprovalPolicy:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators set the approval threshold")
+    actor.require(Action.ORDER_APPROVE)
     if threshold_gpus < 0:
         raise ValidationFailed("not negative", fields={"threshold_gpus": ["not negative"]})
     if approval_threshold() != threshold_gpus or not ApprovalPolicy.objects.exists():
@@ -422,8 +416,7 @@ def _request_of(order: Order) -> OrderRequest:
 def order_approve(*, actor: Actor, order: Order) -> Order:
     """Operators approve a validated order; it is checked again (the catalog, standing and
     quotas may have changed while it waited) and fulfilled."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators approve orders")
+    actor.require(Action.ORDER_APPROVE)
     order = _locked(order)
     _require_status(order, "approve", frozenset({OrderStatus.VALIDATED}))
     shape = check_shape(
@@ -513,10 +506,11 @@ def workload_spec_for_offering(
 ) -> WorkloadSpec:
     """A workload spec for submitting straight against an offering (the workloads API), checked
     against the catalog as an order is. ``params``: ``quantity``, ``gpu_model``,
-    ``runtime_estimate_s``, ``name``, ``price_plan`` (default on demand), and what the
-    offering leaves open (``cpu_milli``, ``memory_mib``, ``priority_class``, ``retry_limit``);
-    the shape itself (GPUs, nodes, models, topology) is the offering's. The caller checks the
-    organization's standing with ``check_standing``."""
+    ``runtime_estimate_s``, ``name``, ``price_plan`` (default: preemptible for a preemptible
+    priority class, else on demand), and what the offering leaves open (``cpu_milli``,
+    ``memory_mib``, ``priority_class``, ``retry_limit``); the shape itself (GPUs, nodes,
+    models, topology) is the offering's. ``workload_submit`` checks the organization's
+    standing and that the plan fits the workload."""
     unknown = sorted(set(params) - ORDER_PARAMS - WORKLOAD_PARAMS)
     if unknown:
         raise ValidationFailed(
@@ -535,11 +529,16 @@ def workload_spec_for_offering(
     shape = check_shape(
         offering_slug=offering_slug,
         region=region,
-        price_plan=str(params.get("price_plan", Plan.ON_DEMAND)),
+        price_plan=str(params.get("price_plan") or _plan_of_class(params)),
         request=request,
     )
     spec = workload_spec(shape, region=region, name=request.name or offering_slug)
     return replace(spec, **{name: params[name] for name in WORKLOAD_PARAMS & set(params)})
+
+
+def _plan_of_class(params: Mapping[str, Any]) -> Plan:
+    preemptible = scheduler.priority_of(str(params.get("priority_class", "standard")))[1]
+    return Plan.PREEMPTIBLE if preemptible else Plan.ON_DEMAND
 
 
 def _require_status(order: Order, step: str, allowed: frozenset[OrderStatus]) -> None:
@@ -552,8 +551,7 @@ def _require_status(order: Order, step: str, allowed: frozenset[OrderStatus]) ->
 
 def order_reject(*, actor: Actor, order: Order, reason: str) -> Order:
     """Operators turn down an order that waits for approval."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators reject orders")
+    actor.require(Action.ORDER_APPROVE)
     order = _locked(order)
     _require_status(order, "reject", REJECTABLE)
     return _append(actor, order, [ev.OrderRejected(code="rejected_by_operator", reason=reason)])
@@ -582,7 +580,49 @@ def order_close_for_workload(workload: Workload) -> None:
         return
     atomic_with_retry(
         order_close,
-        actor=Actor.system_actor("orders"),
+        actor=SYSTEM,
         order_id=workload.order_id,
         reason=f"workload {workload.name} {workload.status}",
     )
+
+
+def order_close_for_reservation(reservation: Reservation, why: str) -> None:
+    """The scheduler's hook: the order a reservation fulfilled closes when it is cancelled."""
+    if reservation.order_id is None:
+        return
+    atomic_with_retry(order_close, actor=SYSTEM, order_id=reservation.order_id, reason=why)
+
+
+def orders_close_ended(*, actor: Actor, now: datetime | None = None) -> int:
+    """Close the fulfilled orders whose workload has ended or whose reservation was cancelled
+    or is over, each in a transaction of its own; how many it closed. Run periodically: a
+    window running out is no event, and the on-commit hooks are lost if they fail."""
+    now = now or timezone.now()
+    ended_workloads = Workload.objects.filter(status__in=FINAL_STATUSES)
+    ended_reservations = Reservation.objects.filter(
+        Q(status=ReservationStatus.CANCELLED) | Q(ends_at__lte=now)
+    )
+    closing = Order.objects.filter(status=OrderStatus.FULFILLED).filter(
+        Q(workload_id__in=ended_workloads.values("pk"))
+        | Q(reservation_id__in=ended_reservations.values("pk"))
+    )
+    workloads: dict[uuid.UUID | None, Workload] = {
+        w.pk: w for w in ended_workloads.filter(pk__in=closing.values("workload_id"))
+    }
+    reservations: dict[uuid.UUID | None, Reservation] = {
+        r.pk: r for r in ended_reservations.filter(pk__in=closing.values("reservation_id"))
+    }
+    orders = list(closing.order_by("created_at", "id"))
+    for order in orders:
+        if order.workload_id in workloads:
+            workload = workloads[order.workload_id]
+            why = f"workload {workload.name} {workload.status}"
+        else:
+            reservation = reservations[order.reservation_id]
+            why = (
+                "reservation cancelled"
+                if reservation.status == ReservationStatus.CANCELLED
+                else f"reservation ended at {reservation.ends_at:%Y-%m-%d %H:%M} UTC"
+            )
+        atomic_with_retry(order_close, actor=actor, order_id=order.pk, reason=why)
+    return len(orders)

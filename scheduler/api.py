@@ -102,7 +102,7 @@ def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         restart_policy=RestartPolicy(data["restart_policy"]),
         region=data.get("region"),
         reservation=data.get("reservation"),
-        price_plan=PricePlan(data["price_plan"]),
+        price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
     )
 
 

@@ -27,3 +27,25 @@ class WorkloadFinished(Conflict):
 class ReservationConflict(Conflict):
     code = "reservation_unavailable"
     retryable = False
+
+
+class PaymentRequired(ApplicationError):
+    """Billing or a budget's hard stop refuses new work until the organization pays."""
+
+    code = "payment_required"
+    http_status = 400
+
+
+class ApprovalRequired(ApplicationError):
+    """More GPUs than the approval threshold start only through an approved order."""
+
+    code = "approval_required"
+    http_status = 403
+
+
+class GpuHoursExhausted(Conflict):
+    """A quota's GPU-hours for this month are spent: new work of that model waits for the
+    next month (or a larger quota); running work goes on."""
+
+    code = "gpu_hours_exhausted"
+    retryable = False

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from inventory.drivers import RunOutcome, StepFailed, WorkloadRun, driver
 from inventory.models import Node
+from neocloud.redaction import redact
 from neocloud.transactions import atomic_with_retry
 from scheduler import services
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
@@ -62,7 +63,9 @@ def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
     refused: list[tuple[Pair, str]] = []
     for pair, run in to_start:
         try:
-            started.append((pair, driver().workload_start(run, idempotency_key=f"{pair[1]}:start")))
+            details = driver().workload_start(run, idempotency_key=f"{pair[1]}:start")
+            # Recorded in the workload's stream, which its tenant reads: no credentials.
+            started.append((pair, redact(details)))
         except StepFailed as failure:
             if failure.retryable:
                 outcome[pair] = Next(start_again=True)

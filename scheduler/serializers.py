@@ -138,7 +138,12 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
     )
     region = serializers.SlugField(required=False, allow_null=True)
     reservation = serializers.UUIDField(required=False, allow_null=True)
-    price_plan = serializers.ChoiceField(choices=[p.value for p in PricePlan], default="on_demand")
+    price_plan = serializers.ChoiceField(
+        choices=[p.value for p in PricePlan],
+        required=False,
+        help_text="follows from the workload (reservation, preemptible, else on demand);"
+        " naming another is refused",
+    )
 
 
 class WorkloadCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]

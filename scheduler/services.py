@@ -1,6 +1,12 @@
 """Scheduling writes: policy (priority classes, queues), workloads and reservations, and the
 ends of runs. Each workload write locks the workload's row and appends to its stream with the
 version it read; the scheduling service (``scheduling``) is told on commit.
+
+Every way of starting work (an order, the workloads and reservations API, an admin action)
+ends in ``workload_submit`` or ``reservation_create``, so the rules of new work live here:
+the organization's standing (``check_standing``: active, payment, the month's GPU-hours),
+the approval threshold (larger work only through an approved order), quotas, and the price
+plan, which follows from what the workload is.
 """
 
 from __future__ import annotations
@@ -8,9 +14,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from events import store
@@ -21,7 +28,15 @@ from neocloud.errors import ValidationFailed
 from neocloud.transactions import row_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
-from scheduler.errors import QuotaExceeded, ReservationConflict, Unschedulable, WorkloadFinished
+from scheduler.errors import (
+    ApprovalRequired,
+    GpuHoursExhausted,
+    PaymentRequired,
+    QuotaExceeded,
+    ReservationConflict,
+    Unschedulable,
+    WorkloadFinished,
+)
 from scheduler.models import (
     FINAL_STATUSES,
     Allocation,
@@ -32,9 +47,9 @@ from scheduler.models import (
     Workload,
     WorkloadStatus,
 )
-from scheduler.specs import RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action, Actor
-from tenants.errors import PermissionDenied
+from tenants.errors import OrganizationSuspended, PermissionDenied
 from tenants.models import Organization, Project, Quota
 
 # Used when operators have defined none of that name.
@@ -45,11 +60,7 @@ BUILTIN_PRIORITY_CLASSES: dict[str, tuple[int, bool]] = {
     "production": (1000, False),
 }
 TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
-
-
-def _require_operator(actor: Actor) -> None:
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change scheduling policy")
+MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
 
 
 # --- policy ----------------------------------------------------------------------------------
@@ -58,7 +69,7 @@ def _require_operator(actor: Actor) -> None:
 def priority_class_define(
     *, actor: Actor, name: str, value: int, preemptible: bool = False, description: str = ""
 ) -> PriorityClass:
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     store.append(
         ev.PRIORITY_CLASS_STREAM,
         name,
@@ -96,7 +107,7 @@ def queue_configure(
 ) -> Queue:
     """Set a project's queue terms. Its nominal quota is the project's quota; ``cohort``
     defaults to the organization, so its projects lend each other idle quota."""
-    _require_operator(actor)
+    actor.require(Action.SCHEDULING_WRITE)
     if weight <= 0:
         raise ValidationFailed("weight must be positive", fields={"weight": ["not_positive"]})
     with transaction.atomic():
@@ -125,6 +136,103 @@ def _default_cohort(project: Project) -> str:
     return f"org-{project.organization_id}"
 
 
+# --- the rules of new work --------------------------------------------------------------------
+
+
+def check_standing(
+    *, organization: Organization, project: Project, gpu_models: Sequence[str]
+) -> None:
+    """The organization may start new work in ``project`` on one of ``gpu_models`` (none:
+    any model): it is active, no payment check (billing's dunning, the budget's hard stop)
+    objects, and no quota of those models has spent its GPU-hours this month. Work already
+    running is never stopped by any of these."""
+    if not organization.is_active:
+        raise OrganizationSuspended(
+            f"organization {organization.slug} is suspended: it can read but start nothing"
+        )
+    refusal = hooks.payment_refusal(organization)
+    if refusal:
+        raise PaymentRequired(refusal, fields={"organization": [refusal]})
+    _check_gpu_hours(organization, project, gpu_models)
+
+
+def _check_gpu_hours(
+    organization: Organization, project: Project, gpu_models: Sequence[str]
+) -> None:
+    """A quota's ``monthly_gpu_hours`` holds the UTC month's metered usage of its model (the
+    organization's, or the project's for a project's quota). Work that may run on a spent
+    model is refused, even if it names others too: the engine may place it on any of them."""
+    quotas = Quota.objects.filter(
+        Q(project__isnull=True) | Q(project=project),
+        organization=organization,
+        monthly_gpu_hours__isnull=False,
+    )
+    if gpu_models:
+        quotas = quotas.filter(gpu_model__in=gpu_models)
+    now = timezone.now()
+    used: dict[uuid.UUID | None, dict[str, int]] = {}
+    for quota in quotas.order_by(F("project").asc(nulls_first=True), "gpu_model"):
+        if quota.project_id not in used:
+            used[quota.project_id] = dict(hooks.month_usage(organization.pk, quota.project_id, now))
+        milli = used[quota.project_id].get(quota.gpu_model, 0)
+        limit = quota.monthly_gpu_hours or 0
+        if milli < limit * MILLI_GPU_SECONDS_PER_GPU_HOUR:
+            continue
+        hours = f"{Decimal(milli) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"
+        scope = (
+            f"project {project.slug}" if quota.project_id else f"organization {organization.slug}"
+        )
+        message = f"{scope} used {hours} of its {limit} {quota.gpu_model} GPU-hours this month"
+        raise GpuHoursExhausted(
+            message,
+            fields={"gpu_models": [message]},
+            details={
+                "gpu_model": quota.gpu_model,
+                "used_gpu_hours": hours,
+                "monthly_gpu_hours": limit,
+            },
+        )
+
+
+def _check_approval(gpus: int, field: str, order_id: uuid.UUID | None) -> None:
+    """Work of more GPUs than the approval threshold starts only from an order, which an
+    operator approved (orders at most the threshold are approved at once)."""
+    threshold = hooks.approval_threshold()
+    if order_id is not None or threshold is None or gpus <= threshold:
+        return
+    message = (
+        f"{gpus} GPUs is over the approval threshold of {threshold}: order it"
+        " (POST /api/v1/orders), an operator approves it"
+    )
+    raise ApprovalRequired(
+        message, fields={field: [message]}, details={"gpus": gpus, "threshold": threshold}
+    )
+
+
+def _price_plan(spec: WorkloadSpec, preemptible: bool) -> PricePlan:
+    """The plan follows from what the workload is: on its reservation, reserved; preemptible,
+    preemptible; else on demand. A request naming another plan is refused."""
+    if spec.reservation is not None:
+        plan = PricePlan.RESERVED
+    elif preemptible:
+        plan = PricePlan.PREEMPTIBLE
+    else:
+        plan = PricePlan.ON_DEMAND
+    named = spec.price_plan
+    if named is None or named == plan:
+        return plan
+    if named == PricePlan.RESERVED:
+        why = "reserved is for work on a reservation"
+    elif plan == PricePlan.RESERVED:
+        why = f"{named} is for work off a reservation"
+    elif named == PricePlan.PREEMPTIBLE:
+        why = "preemptible is for preemptible work"
+    else:
+        why = f"{named} is for work that is not preemptible"
+    message = f"{why}; this workload is billed {plan}"
+    raise ValidationFailed(message, fields={"price_plan": [message]})
+
+
 # --- workloads -------------------------------------------------------------------------------
 
 
@@ -135,7 +243,9 @@ def workload_submit(
     spec: WorkloadSpec,
     order_id: uuid.UUID | None = None,
 ) -> Workload:
-    """Validate ``spec`` against the fleet and the quota, and queue it on a cluster."""
+    """Validate ``spec`` against the fleet, the quota and the organization's standing, and
+    queue it on a cluster. ``order_id``: the approved order it fulfils (then it may be over
+    the approval threshold)."""
     organization = Organization.objects.get(pk=project.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     visible = actor.visible_project_ids(organization.pk)
@@ -143,10 +253,15 @@ def workload_submit(
         raise PermissionDenied("not allowed to submit to this project")
     _check_shape(spec)
     priority, class_preemptible = priority_of(spec.priority_class)
+    preemptible = spec.preemptible or class_preemptible
+    plan = _price_plan(spec, preemptible)
     cluster = _cluster_for(spec)
     _check_fits(spec, cluster)
     _check_quota(project, spec)
     _check_reservation(project, spec, cluster)
+    check_standing(organization=organization, project=project, gpu_models=spec.gpu_models)
+    gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
+    _check_approval(gpus, "gpus_per_node", order_id)
     workload_id = uuid.uuid4()
     with transaction.atomic():
         store.append(
@@ -169,14 +284,14 @@ def workload_submit(
                     memory_mib=spec.memory_mib,
                     priority_class=spec.priority_class,
                     priority=priority,
-                    preemptible=spec.preemptible or class_preemptible,
+                    preemptible=preemptible,
                     topology=spec.topology,
                     runtime_estimate_s=spec.runtime_estimate_s,
                     max_runtime_s=spec.max_runtime_s,
                     retry_limit=spec.retry_limit,
                     restart_policy=spec.restart_policy.value,
                     reservation_id=spec.reservation,
-                    price_plan=spec.price_plan.value,
+                    price_plan=plan.value,
                     offering=spec.offering,
                     order_id=order_id,
                 )
@@ -487,7 +602,13 @@ def reservation_create(
     order_id: uuid.UUID | None = None,
 ) -> Reservation:
     """Hold ``gpus`` of ``gpu_model`` for the project's queue in a window. Refused when the
-    reservations overlapping the window already hold what the cluster has of that model."""
+    reservations overlapping the window already hold what the cluster has of that model, or
+    with this one would hold more than the project's or the organization's quota; when the
+    organization may not start work (``check_standing``); and over the approval threshold
+    unless it fulfils an approved order (``order_id``).
+
+    Locks the organization's row, then the cluster's, then the log's append lock: the quota
+    check spans the organization's clusters, the capacity check the cluster's reservations."""
     organization = Organization.objects.get(pk=project.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     if gpus < 1:
@@ -499,12 +620,15 @@ def reservation_create(
     spec = WorkloadSpec(name="reservation", gpu_models=(gpu_model,), region=region)
     _check_shape(spec)
     cluster = _cluster_for(spec)
+    check_standing(organization=organization, project=project, gpu_models=(gpu_model,))
+    _check_approval(gpus, "gpus", order_id)
     reservation_id = uuid.uuid4()
     with transaction.atomic():
-        # One reservation at a time: the capacity check below must not race. Under the log's
-        # lock, not the cluster's row: an order appends before it reserves, and no row is
-        # locked after the log's lock (neocloud.transactions).
+        # One reservation at a time: the quota and capacity checks below must not race.
+        # Under the log's lock, not the organization's or the cluster's rows: an order appends
+        # before it reserves, and no row is locked after the log's lock (neocloud.transactions).
         store.take_append_lock()
+        _check_reserved_quota(project, gpu_model, gpus, starts_at, ends_at)
         fleet = sum(
             n.gpus.count()
             for n in Node.objects.filter(cluster=cluster, gpu_model_id=gpu_model).exclude(
@@ -549,9 +673,47 @@ def reservation_create(
     return Reservation.objects.get(pk=reservation_id)
 
 
+def _check_reserved_quota(
+    project: Project, gpu_model: str, gpus: int, starts_at: datetime, ends_at: datetime
+) -> None:
+    """The reservations overlapping the window and this one stay within the project's quota
+    (its own reservations) and the organization's (all its projects'); both bind."""
+    overlapping = Reservation.objects.filter(
+        organization_id=project.organization_id,
+        gpu_model=gpu_model,
+        status=ReservationStatus.ACTIVE,
+        starts_at__lt=ends_at,
+        ends_at__gt=starts_at,
+    )
+    quotas = Quota.objects.filter(
+        Q(project__isnull=True) | Q(project=project),
+        organization_id=project.organization_id,
+        gpu_model=gpu_model,
+    ).select_related("organization", "project")
+    for quota in quotas.order_by(F("project").asc(nulls_last=True)):
+        held_in = overlapping.filter(project=project) if quota.project else overlapping
+        held = held_in.aggregate(total=Sum("gpus"))["total"] or 0
+        if held + gpus <= quota.max_gpus:
+            continue
+        scope = (
+            f"project {quota.project.slug}"
+            if quota.project
+            else f"organization {quota.organization.slug}"
+        )
+        message = (
+            f"{scope} may hold {quota.max_gpus} {gpu_model}; {held} are reserved in that"
+            f" window, {gpus} more do not fit"
+        )
+        raise QuotaExceeded(
+            message, fields={"gpus": [message]}, details={"quota": quota.max_gpus, "reserved": held}
+        )
+
+
 def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = "") -> Reservation:
+    """Give the GPUs back; whoever follows the reservation (its order) is told on commit."""
     organization = Organization.objects.get(pk=reservation.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
+    reason = reason or f"cancelled by {actor.label}"
     with transaction.atomic():
         reservation = row_lock(Reservation.objects.all()).get(pk=reservation.pk)
         if reservation.status == ReservationStatus.CANCELLED:
@@ -559,9 +721,11 @@ def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = 
         store.append(
             ev.RESERVATION_STREAM,
             str(reservation.pk),
-            [ev.ReservationCancelled(reason=reason or f"cancelled by {actor.label}")],
+            [ev.ReservationCancelled(reason=reason)],
             expected_version=reservation.version,
             metadata=actor.metadata(organization.pk),
         )
         triggers.cycle_wanted(reservation.cluster_id)
-    return Reservation.objects.get(pk=reservation.pk)
+        cancelled = Reservation.objects.get(pk=reservation.pk)
+        hooks.reservation_ended(cancelled, f"reservation cancelled: {reason}")
+    return cancelled

@@ -50,5 +50,5 @@ class WorkloadSpec:
     region: str | None = None
     cluster: uuid.UUID | None = None
     reservation: uuid.UUID | None = None
-    price_plan: PricePlan = PricePlan.ON_DEMAND
+    price_plan: PricePlan | None = None  # None: follows from the workload (the usual)
     offering: str | None = None  # catalog offering slug it was ordered from

@@ -34,13 +34,16 @@ NOT_LOADED = object()
 ALL_ROLES = frozenset(Role)
 READERS = frozenset({Role.OWNER, Role.ADMIN, Role.MEMBER, Role.VIEWER})
 MANAGERS = frozenset({Role.OWNER, Role.ADMIN})
-# The widest scopes a key of each role may carry: viewers and billing only ever read.
+# No member role: operators (staff) only.
+OPERATORS: frozenset[str] = frozenset()
+# The widest scopes a key of each role may carry: viewers only ever read; billing members
+# read and pay (the one write their role has).
 ROLE_SCOPES: dict[str, frozenset[str]] = {
     Role.OWNER: frozenset(Scope),
     Role.ADMIN: frozenset(Scope),
     Role.MEMBER: frozenset({Scope.READ, Scope.WRITE}),
     Role.VIEWER: frozenset({Scope.READ}),
-    Role.BILLING: frozenset({Scope.READ}),
+    Role.BILLING: frozenset({Scope.READ, Scope.WRITE}),
 }
 
 
@@ -49,54 +52,75 @@ class Action(enum.Enum):
 
     ORGANIZATION_READ = "organization.read"
     ORGANIZATION_UPDATE = "organization.update"
-    ORGANIZATION_OPERATE = "organization.operate"  # create, suspend, reactivate: operators
+    ORGANIZATION_OPERATE = "organization.operate"  # create, suspend, reactivate
     PROJECT_READ = "project.read"
     PROJECT_WRITE = "project.write"
     MEMBER_READ = "member.read"
-    MEMBER_MANAGE = "member.manage"
+    MEMBER_MANAGE = "member.manage"  # invite, change roles and projects, remove others
+    MEMBER_LEAVE = "member.leave"  # remove one's own membership
+    OWNER_MANAGE = "owner.manage"  # grant or take away the owner role
     API_KEY_READ = "api_key.read"
-    API_KEY_OWN = "api_key.own"
-    API_KEY_MANAGE = "api_key.manage"
+    API_KEY_OWN = "api_key.own"  # make and revoke one's own keys
+    API_KEY_MANAGE = "api_key.manage"  # revoke any key of the organization
+    API_KEY_ISSUE = "api_key.issue"  # make a key for another member
     QUOTA_READ = "quota.read"
     QUOTA_WRITE = "quota.write"
     AUDIT_READ = "audit.read"
     ORDER_READ = "order.read"
     ORDER_WRITE = "order.write"  # place and cancel orders
+    ORDER_APPROVE = "order.approve"  # approve and reject orders, set the approval threshold
     WORKLOAD_READ = "workload.read"  # workloads, reservations, queues
     WORKLOAD_WRITE = "workload.write"  # submit and cancel workloads
     INVOICE_READ = "invoice.read"  # invoices, credit notes, the billing account
     INVOICE_PAY = "invoice.pay"  # set the card, pay an invoice
+    BILLING_OPERATE = "billing.operate"  # profiles, credits, closing months, corrections
+    CATALOG_WRITE = "catalog.write"  # offerings and their prices
+    FLEET_READ = "fleet.read"  # clusters, nodes, their topology and capacity
+    FLEET_WRITE = "fleet.write"  # GPU models, regions, clusters, racks, nodes
+    SCHEDULING_WRITE = "scheduling.write"  # priority classes, queues
+    USER_MANAGE = "user.manage"  # names, operator rights, deactivation
 
 
 @dataclass(frozen=True)
 class Permission:
-    roles: frozenset[str]  # empty: operators (staff) only
-    scope: str  # the API key scope it needs
+    roles: frozenset[str]  # the member roles that may; operators may every action
+    scope: str  # the API key scope it needs, operators' keys included
     starts_something: bool = False  # refused while the organization is suspended
 
 
+# The whole truth of who may do what; README's table of actions is checked against it.
 PERMISSIONS: dict[Action, Permission] = {
     Action.ORGANIZATION_READ: Permission(ALL_ROLES, Scope.READ),
     Action.ORGANIZATION_UPDATE: Permission(MANAGERS, Scope.WRITE),
-    Action.ORGANIZATION_OPERATE: Permission(frozenset(), Scope.ADMIN),
+    Action.ORGANIZATION_OPERATE: Permission(OPERATORS, Scope.ADMIN),
     Action.PROJECT_READ: Permission(READERS, Scope.READ),
     Action.PROJECT_WRITE: Permission(MANAGERS, Scope.WRITE, starts_something=True),
     Action.MEMBER_READ: Permission(READERS, Scope.READ),
     Action.MEMBER_MANAGE: Permission(MANAGERS, Scope.ADMIN, starts_something=True),
+    # Leaving ends one's keys in the organization: managing oneself, like one's keys.
+    Action.MEMBER_LEAVE: Permission(ALL_ROLES, Scope.ADMIN),
+    Action.OWNER_MANAGE: Permission(frozenset({Role.OWNER}), Scope.ADMIN),
     Action.API_KEY_READ: Permission(ALL_ROLES, Scope.READ),
     Action.API_KEY_OWN: Permission(ALL_ROLES, Scope.ADMIN),
     Action.API_KEY_MANAGE: Permission(MANAGERS, Scope.ADMIN),
+    Action.API_KEY_ISSUE: Permission(OPERATORS, Scope.ADMIN),
     Action.QUOTA_READ: Permission(READERS, Scope.READ),
-    Action.QUOTA_WRITE: Permission(frozenset(), Scope.ADMIN),
+    Action.QUOTA_WRITE: Permission(OPERATORS, Scope.ADMIN),
     Action.AUDIT_READ: Permission(MANAGERS, Scope.READ),
     Action.ORDER_READ: Permission(READERS | {Role.BILLING}, Scope.READ),
     Action.ORDER_WRITE: Permission(MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True),
+    Action.ORDER_APPROVE: Permission(OPERATORS, Scope.ADMIN),
     Action.WORKLOAD_READ: Permission(READERS, Scope.READ),
     Action.WORKLOAD_WRITE: Permission(MANAGERS | {Role.MEMBER}, Scope.WRITE, starts_something=True),
     Action.INVOICE_READ: Permission(MANAGERS | {Role.BILLING}, Scope.READ),
-    # Paying moves money: a write. Billing members' keys are read-only (ROLE_SCOPES), so they
-    # pay in a session (the console); a suspended organization may always pay.
+    # Paying moves money: a write. A suspended organization may always pay.
     Action.INVOICE_PAY: Permission(frozenset({Role.OWNER, Role.BILLING}), Scope.WRITE),
+    Action.BILLING_OPERATE: Permission(OPERATORS, Scope.ADMIN),
+    Action.CATALOG_WRITE: Permission(OPERATORS, Scope.ADMIN),
+    Action.FLEET_READ: Permission(OPERATORS, Scope.READ),
+    Action.FLEET_WRITE: Permission(OPERATORS, Scope.ADMIN),
+    Action.SCHEDULING_WRITE: Permission(OPERATORS, Scope.ADMIN),
+    Action.USER_MANAGE: Permission(OPERATORS, Scope.ADMIN),
 }
 
 _SCOPE_IMPLIES = {
@@ -169,29 +193,44 @@ class Actor:
         membership = self.memberships.get(organization_id)
         return membership.role if membership else None
 
-    def has_scope(self, scope: str) -> bool:
+    @property
+    def granted_scopes(self) -> frozenset[str]:
+        """The scopes the actor acts with: its key's and those they imply; every scope
+        without a key."""
         if self.api_key is None:
-            return True
+            return frozenset(Scope)
         granted: set[str] = set()
         for held in self.api_key.scopes:
             granted |= _SCOPE_IMPLIES[Scope(held)]
-        return scope in granted
+        return frozenset(granted)
 
-    def allowed(self, action: Action, organization: Organization) -> bool:
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.granted_scopes
+
+    def allowed(self, action: Action, organization: Organization | None = None) -> bool:
+        """Whether the table lets the actor do ``action`` (in ``organization``; without one,
+        only operators may)."""
         permission = PERMISSIONS[action]
         if not self.has_scope(permission.scope):
             return False
         if self.is_staff:
             return True
+        if organization is None:
+            return False
         if self.api_key is not None and self.api_key.organization_id != organization.id:
             return False
         return self.role_in(organization.id) in permission.roles
 
-    def require(self, action: Action, organization: Organization) -> None:
-        """Raise unless the actor may do ``action`` in ``organization`` now."""
+    def require(self, action: Action, organization: Organization | None = None) -> None:
+        """Raise unless the actor may do ``action`` (in ``organization``) now."""
         if not self.allowed(action, organization):
-            raise PermissionDenied(f"not allowed to {action.value} in this organization")
-        if PERMISSIONS[action].starts_something and not organization.is_active:
+            where = "in this organization" if organization is not None else "(operators only)"
+            raise PermissionDenied(f"not allowed to {action.value} {where}")
+        if (
+            organization is not None
+            and PERMISSIONS[action].starts_something
+            and not organization.is_active
+        ):
             raise OrganizationSuspended(
                 f"organization {organization.slug} is suspended: it can read but start nothing"
             )

@@ -15,13 +15,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from events.models import Event
 from neocloud.api.actor import actor_for
 from neocloud.api.idempotency import idempotent
 from neocloud.api.viewsets import TenantViewSet
 from neocloud.transactions import atomic_with_retry
+from tenants import selectors, services
 from tenants import serializers as s
-from tenants import services
 from tenants.access import Action
 from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota
 
@@ -78,12 +77,9 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
     @action(detail=True, methods=["get"], pagination_class=None)
     def events(self, request: Request, pk: str) -> Response:
         """The organization's audit feed: every event recorded for it, newest first."""
-        organization = self.get_object()
-        self.actor.require(Action.AUDIT_READ, organization)
+        feed = selectors.audit_feed(actor=self.actor, organization=self.get_object())
         paginator = AuditCursor()
-        page = paginator.paginate_queryset(
-            Event.objects.filter(organization_id=organization.pk), request, view=self
-        )
+        page = paginator.paginate_queryset(feed, request, view=self)
         return paginator.get_paginated_response(s.AuditEventSerializer(page, many=True).data)
 
 

@@ -49,3 +49,9 @@ class QuotaExceedsOrganization(ValidationFailed):
 class QuotaBelowProjects(Conflict):
     code = "quota_below_project_quota"
     retryable = False
+
+
+class KeyWiderThanCreator(ValidationFailed):
+    """A key makes only keys within itself: its scopes, its project, its expiry."""
+
+    code = "key_wider_than_creator"

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from events.models import Event
+from tenants import selectors
 from tenants.models import (
     ApiKey,
     Invitation,
@@ -230,6 +231,8 @@ class MeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """An event as the feeds show it: its data without credentials."""
+
     actor = serializers.SerializerMethodField()
 
     class Meta:
@@ -245,6 +248,11 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
             "recorded_at",
         ]
         read_only_fields = fields
+
+    def to_representation(self, event: Event) -> dict[str, Any]:
+        shown: dict[str, Any] = super().to_representation(event)
+        shown["data"] = selectors.audit_data(event)
+        return shown
 
     def get_actor(self, event: Event) -> str | None:
         actor = event.metadata.get("actor")

@@ -27,6 +27,7 @@ from tenants.access import ROLE_SCOPES, Action, Actor
 from tenants.errors import (
     AlreadyMember,
     InvitationInvalid,
+    KeyWiderThanCreator,
     LastOwner,
     OwnerRequired,
     PermissionDenied,
@@ -44,7 +45,6 @@ from tenants.models import (
     ProjectsScope,
     Quota,
     Role,
-    Scope,
     User,
 )
 
@@ -102,8 +102,7 @@ def user_update(
 ) -> User:
     """Operators change a user's name, operator rights or activity (deactivated: every key
     and session stops working)."""
-    if not actor.is_staff:
-        raise PermissionDenied("only operators change users")
+    actor.require(Action.USER_MANAGE)
     User.objects.filter(pk=user.pk).update(
         full_name=full_name, is_staff=is_staff, is_active=is_active
     )
@@ -129,8 +128,7 @@ def organization_create(
     *, actor: Actor, name: str, owner: User, billing_email: str = "", slug: str = ""
 ) -> Organization:
     """Operators create customers; the owner becomes the first member."""
-    if not (actor.is_staff and actor.has_scope(Scope.ADMIN)):
-        raise PermissionDenied("only operators create organizations")
+    actor.require(Action.ORGANIZATION_OPERATE)
     slug = slug or _free_slug(slugify(name) or "org")
     if Organization.objects.filter(slug=slug).exists():
         raise SlugTaken(f"slug {slug!r} is taken", fields={"slug": ["taken"]})
@@ -272,7 +270,7 @@ def _check_projects(
 
 def _check_owner_rights(actor: Actor, organization: Organization, *roles: str) -> None:
     """Only owners (or operators) grant or take away the owner role."""
-    if Role.OWNER in roles and not (actor.is_staff or actor.role_in(organization.id) == Role.OWNER):
+    if Role.OWNER in roles and not actor.allowed(Action.OWNER_MANAGE, organization):
         raise OwnerRequired("only an owner changes owners")
 
 
@@ -393,11 +391,14 @@ def member_set_projects(
 
 
 def member_remove(*, actor: Actor, membership: Membership) -> None:
-    """Managers remove members; anyone may leave. Their keys in the organization die too."""
+    """Managers remove members; anyone may leave (``member.leave``: in a session or with an
+    admin key, as for managing their keys). Their keys in the organization die too."""
     organization = _fresh(membership.organization)
     membership = Membership.objects.get(pk=membership.pk)
     leaving = actor.user is not None and actor.user.pk == membership.user_id
-    if not leaving:
+    if leaving:
+        actor.require(Action.MEMBER_LEAVE, organization)
+    else:
         actor.require(Action.MEMBER_MANAGE, organization)
         _check_owner_rights(actor, organization, membership.role)
     if membership.role == Role.OWNER and _owners(organization) == 1:
@@ -423,15 +424,15 @@ def api_key_create(
     organization = _fresh(organization)
     actor.require(Action.API_KEY_OWN, organization)
     owner = user or actor.user
-    if owner is None or (owner != actor.user and not actor.is_staff):
+    if owner is None:
         raise PermissionDenied("a key belongs to the user who creates it")
+    if owner != actor.user:
+        actor.require(Action.API_KEY_ISSUE, organization)
     membership = Membership.objects.filter(organization=organization, user=owner).first()
     if membership is None:
         raise PermissionDenied("the key's user is not a member of this organization")
     wanted = set(scopes)
     allowed = ROLE_SCOPES[membership.role]
-    if actor.api_key is not None:
-        allowed = allowed & frozenset(actor.api_key.scopes)
     if not wanted or not wanted <= allowed:
         raise ScopeNotAllowed(
             f"a {membership.role} may hold keys with scopes {sorted(allowed)}",
@@ -441,6 +442,7 @@ def api_key_create(
         raise ValidationFailed("project not in this organization", fields={"project": ["other"]})
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationFailed("expiry is in the past", fields={"expires_at": ["past"]})
+    _check_within_key(actor, wanted, project, expires_at)
     prefix, key = secrets.new_api_key()
     api_key_id = uuid.uuid4()
     _append(
@@ -460,6 +462,28 @@ def api_key_create(
         ],
     )
     return ApiKey.objects.get(pk=api_key_id), key
+
+
+def _check_within_key(
+    actor: Actor, scopes: set[str], project: Project | None, expires_at: datetime | None
+) -> None:
+    """A key makes only keys no wider than itself, or a stolen project key or a key about to
+    expire would buy its holder a lasting organization-wide one. A session is not limited."""
+    creator = actor.api_key
+    if creator is None:
+        return
+    fields: dict[str, list[str]] = {}
+    beyond = scopes - actor.granted_scopes
+    if beyond:
+        fields["scopes"] = [f"the creating key lacks {', '.join(sorted(beyond))}"]
+    if creator.project_id is not None and (project is None or project.pk != creator.project_id):
+        fields["project"] = [f"the creating key is limited to project {creator.project_id}"]
+    if creator.expires_at is not None and (expires_at is None or expires_at > creator.expires_at):
+        fields["expires_at"] = [
+            f"the creating key expires at {creator.expires_at.isoformat()}: no later"
+        ]
+    if fields:
+        raise KeyWiderThanCreator("a key makes no key wider than itself", fields=fields)
 
 
 def api_key_revoke(*, actor: Actor, api_key: ApiKey) -> ApiKey:

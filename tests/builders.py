@@ -19,7 +19,7 @@ ROLE_KEY_SCOPES = {
     Role.ADMIN: [Scope.READ, Scope.WRITE, Scope.ADMIN],
     Role.MEMBER: [Scope.READ, Scope.WRITE],
     Role.VIEWER: [Scope.READ],
-    Role.BILLING: [Scope.READ],
+    Role.BILLING: [Scope.READ, Scope.WRITE],
 }
 
 

@@ -1,8 +1,22 @@
-"""Test settings: the project's, plus a small test-only app that exercises the event store."""
+"""Test settings: the project's, plus a small test-only app that exercises the event store.
+
+On PostgreSQL the tests pay through a local Stripe: the localstripe (or stripe-mock) that
+``scripts/with-services.sh`` started, else an address where nothing answers, never Stripe
+itself. Set in the environment, so the processes tests start (workers, servers) get it too.
+"""
 
 import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
+if os.environ.get("DATABASE_URL"):
+    os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
+    os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")
+    os.environ.setdefault(
+        "STRIPE_API_BASE",
+        os.environ.get("LOCALSTRIPE_URL")
+        or os.environ.get("STRIPE_MOCK_URL")
+        or "http://127.0.0.1:9",
+    )
 
 from neocloud.settings import *  # noqa: F403
 from neocloud.settings import INSTALLED_APPS

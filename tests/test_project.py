@@ -31,7 +31,7 @@ def _settings_in_fresh_process(env: dict[str, str]) -> dict[str, object]:
         " 'broker': settings.CELERY_BROKER_URL, 'eager': settings.CELERY_TASK_ALWAYS_EAGER,"
         " 'debug': settings.DEBUG}))"
     )
-    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    clean = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME", "LANG"}}
     result = subprocess.run(
         [sys.executable, "-c", script],
         env={**clean, "DJANGO_SETTINGS_MODULE": "neocloud.settings", **env},
@@ -45,15 +45,15 @@ def _settings_in_fresh_process(env: dict[str, str]) -> dict[str, object]:
 
 
 @pytest.mark.smoke
-def test_with_nothing_set_the_embedded_default_runs(tmp_path: Path) -> None:
-    settings = _settings_in_fresh_process({"NEOCLOUD_VAR_DIR": str(tmp_path)})
+def test_with_only_a_secret_key_the_embedded_default_runs(tmp_path: Path) -> None:
+    settings = _settings_in_fresh_process({"NEOCLOUD_VAR_DIR": str(tmp_path), "SECRET_KEY": "s"})
 
     assert settings == {
         "engine": "django.db.backends.sqlite3",
         "name": str(tmp_path / "neocloud.sqlite3"),
         "broker": "memory://",
         "eager": True,
-        "debug": True,
+        "debug": False,
     }
 
 
@@ -63,6 +63,8 @@ def test_urls_switch_to_postgresql_and_redis() -> None:
             "DATABASE_URL": "postgres://u:p@db.example:5433/neo",
             "REDIS_URL": "redis://cache.example:6380/2",
             "SECRET_KEY": "s",
+            "STRIPE_API_KEY": "sk_test_x",
+            "STRIPE_WEBHOOK_SECRET": "whsec_x",
         }
     )
 
@@ -83,17 +85,17 @@ def test_production_without_a_secret_key_refuses_to_start() -> None:
 
 
 @pytest.mark.django_db
-def test_demo_setup_refuses_outside_the_embedded_default(settings) -> None:  # type: ignore[no-untyped-def]
-    settings.EMBEDDED = False
+def test_demo_setup_refuses_outside_the_demo(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DEMO = False
 
-    with pytest.raises(CommandError, match="embedded default"):
+    with pytest.raises(CommandError, match="NEOCLOUD_DEMO=1"):
         call_command("demo_setup")
 
 
 @pytest.mark.smoke
 @pytest.mark.django_db
 def test_demo_setup_creates_the_operator_and_a_customer_once(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    settings.EMBEDDED = True
+    settings.DEMO = True
     settings.VAR_DIR = tmp_path
     from django.contrib.auth import get_user_model
 
@@ -155,7 +157,7 @@ def test_demo_job_is_scheduled_runs_and_succeeds_on_the_embedded_default(  # typ
     from scheduler import scheduling, tasks
     from tests.builders import client_with_key
 
-    settings.EMBEDDED = True
+    settings.DEMO = True
     settings.VAR_DIR = tmp_path
     settings.SIMULATED_STEP_DELAY_S = 0
     saved = celery_app.conf.task_always_eager

@@ -1,4 +1,5 @@
-"""Permissions for operator endpoints (the fleet): staff only; writes need an admin key."""
+"""Permissions for operator endpoints (the fleet), from the permission table: reading needs
+``fleet.read``, anything else ``fleet.write`` (which the services check again)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from neocloud.api.actor import actor_for
-from tenants.models import Scope
+from tenants.access import Action
 
 
 class IsOperator(BasePermission):
@@ -16,5 +17,5 @@ class IsOperator(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         actor = actor_for(request)
-        needed = Scope.READ if request.method in SAFE_METHODS else Scope.ADMIN
-        return actor.user is not None and actor.is_staff and actor.has_scope(needed)
+        action = Action.FLEET_READ if request.method in SAFE_METHODS else Action.FLEET_WRITE
+        return actor.user is not None and actor.allowed(action)

@@ -4,6 +4,7 @@ verified, processed once, in any order."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -12,8 +13,9 @@ import requests
 from django.utils import timezone
 
 from billing import services
-from billing.models import BillingAccount, Invoice, InvoiceStatus
-from billing.stripe_gateway import gateway
+from billing.models import BillingAccount, Invoice, InvoicePayment, InvoiceStatus
+from billing.stripe_gateway import ChargeOutcome, gateway
+from events import store
 from events.models import Event
 from tenants.models import Role
 from tests import commerce_builders
@@ -155,32 +157,186 @@ def test_webhooks_replayed_duplicated_and_out_of_order_change_nothing(
     assert Event.objects.filter(type="billing.StripeEventProcessed").count() == 2
 
 
-def test_a_webhook_settles_an_attempt_left_pending(
-    localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
-) -> None:
-    # given an attempt recorded but whose answer was lost (a crash after Stripe charged)
-    attach(customer, "pm_card_visa")
-    payment = run(services._attempt_start, invoice_id=invoice.pk)
-    assert payment is not None
-    gateway().charge(
+def charge(
+    customer: commerce_builders.Customer, payment: InvoicePayment, idempotency_key: str
+) -> ChargeOutcome:
+    """A PaymentIntent for ``payment``'s attempt, made at Stripe the way collection makes it."""
+    return gateway().charge(
         customer_id=BillingAccount.objects.get(
             organization=customer.organization
         ).stripe_customer_id,
         payment_method_id=payment.payment_method_id,
         amount_minor=payment.amount_minor,
         currency="USD",
-        idempotency_key="lost-answer",
-        metadata={"invoice_id": str(invoice.pk), "attempt": str(payment.attempt)},
+        idempotency_key=idempotency_key,
+        metadata={"invoice_id": str(payment.invoice_id), "attempt": str(payment.attempt)},
     )
-    (succeeded,) = stripe_events(localstripe, invoice)
 
-    # when Stripe's webhook arrives
-    response = deliver(succeeded)
 
-    # then the invoice is paid by that attempt
+def succeeded_event(localstripe: str, invoice: Invoice, intent_id: str) -> dict[str, Any]:
+    (event,) = [
+        e
+        for e in stripe_events(localstripe, invoice)
+        if e["type"] == "payment_intent.succeeded" and e["data"]["object"]["id"] == intent_id
+    ]
+    return event
+
+
+@pytest.fixture
+def processing(
+    customer: commerce_builders.Customer, invoice: Invoice
+) -> tuple[InvoicePayment, ChargeOutcome]:
+    """An attempt whose charge Stripe answered ``processing``: its PaymentIntent is recorded
+    and the webhook will say how it ended (localstripe has already succeeded it)."""
+    attach(customer, "pm_card_visa")
+    payment = run(services._attempt_start, invoice_id=invoice.pk)
+    assert payment is not None
+    answer = charge(customer, payment, services._idempotency_key(invoice.pk, payment.attempt))
+    recorded = ChargeOutcome("processing", answer.payment_intent_id)
+    run(services.payment_settle, invoice_id=invoice.pk, attempt=payment.attempt, outcome=recorded)
+    payment.refresh_from_db()
+    assert (payment.status, payment.payment_intent_id) == ("pending", answer.payment_intent_id)
+    return payment, recorded
+
+
+def test_a_webhook_settles_an_attempt_stripe_answered_processing(
+    localstripe: str, invoice: Invoice, processing: tuple[InvoicePayment, ChargeOutcome]
+) -> None:
+    payment, recorded = processing
+
+    response = deliver(succeeded_event(localstripe, invoice, recorded.payment_intent_id))
+
     invoice.refresh_from_db()
-    assert response.json()["outcome"] == "paid"
-    assert invoice.status == InvoiceStatus.PAID
+    assert (response.status_code, response.json()["outcome"]) == (200, "paid")
+    assert (invoice.status, invoice.paid_minor) == (InvoiceStatus.PAID, payment.amount_minor)
+    assert invoice.payments.get().payment_intent_id == recorded.payment_intent_id
+
+
+def test_a_payment_intent_other_than_the_attempts_pays_nothing_and_alerts(
+    localstripe: str,
+    customer: commerce_builders.Customer,
+    invoice: Invoice,
+    processing: tuple[InvoicePayment, ChargeOutcome],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given another PaymentIntent naming the same invoice and attempt (same amount)
+    payment, recorded = processing
+    other = charge(customer, payment, "not-the-attempts-key")
+
+    # when its success is delivered
+    with caplog.at_level(logging.ERROR, logger="billing.services"):
+        response = deliver(succeeded_event(localstripe, invoice, other.payment_intent_id))
+
+    # then nothing is paid, the mismatch is in the invoice's log, and it alerts
+    invoice.refresh_from_db()
+    assert response.status_code == 200
+    assert response.json()["outcome"].startswith("refused: payment intent mismatch")
+    assert (invoice.status, invoice.paid_minor) == (InvoiceStatus.FINALIZED, 0)
+    (mismatch,) = Event.objects.filter(type="billing.InvoicePaymentMismatched")
+    assert (mismatch.stream_type, mismatch.stream_id) == ("invoice", str(invoice.pk))
+    assert mismatch.data == {
+        "attempt": payment.attempt,
+        "payment_intent_id": other.payment_intent_id,
+        "amount_minor": payment.amount_minor,
+        "currency": "usd",
+        "expected_payment_intent_id": recorded.payment_intent_id,
+        "expected_amount_minor": payment.amount_minor,
+        "expected_currency": "usd",
+        "stripe_event_id": mismatch.data["stripe_event_id"],
+    }
+    (alert,) = [r for r in caplog.records if r.name == "billing.services"]
+    assert alert.levelno == logging.ERROR
+    assert alert.getMessage().startswith("payment_mismatch ")
+    assert f"payment_intent={other.payment_intent_id}" in alert.getMessage()
+    assert f"invoice={invoice.number}" in alert.getMessage()
+
+    # and the attempt's own PaymentIntent still pays it
+    assert deliver(succeeded_event(localstripe, invoice, recorded.payment_intent_id)).json() == {
+        "outcome": "paid"
+    }
+
+
+def test_a_payment_intent_of_another_amount_pays_nothing(
+    localstripe: str, invoice: Invoice, processing: tuple[InvoicePayment, ChargeOutcome]
+) -> None:
+    payment, recorded = processing
+    event = succeeded_event(localstripe, invoice, recorded.payment_intent_id)
+    event["data"]["object"]["amount"] = payment.amount_minor - 1
+
+    response = deliver(event)
+
+    invoice.refresh_from_db()
+    assert response.json()["outcome"].startswith("refused: payment intent mismatch")
+    assert (invoice.status, invoice.paid_minor) == (InvoiceStatus.FINALIZED, 0)
+    (mismatch,) = Event.objects.filter(type="billing.InvoicePaymentMismatched")
+    assert (mismatch.data["amount_minor"], mismatch.data["expected_amount_minor"]) == (
+        payment.amount_minor - 1,
+        payment.amount_minor,
+    )
+
+
+def test_an_attempt_whose_answer_was_lost_is_settled_by_resuming_it(
+    localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
+) -> None:
+    # given an attempt recorded but whose answer was lost (a crash after Stripe charged)
+    attach(customer, "pm_card_visa")
+    payment = run(services._attempt_start, invoice_id=invoice.pk)
+    assert payment is not None
+    lost = charge(customer, payment, services._idempotency_key(invoice.pk, payment.attempt))
+
+    # when Stripe's webhook arrives: no PaymentIntent is recorded to match it, nothing is paid
+    response = deliver(succeeded_event(localstripe, invoice, lost.payment_intent_id))
+    invoice.refresh_from_db()
+    assert response.json()["outcome"] == (
+        "ignored: attempt 1 has no recorded PaymentIntent yet (collection resumes it)"
+    )
+    assert invoice.status == InvoiceStatus.FINALIZED
+
+    # then collection resumes the attempt with its key (Stripe answers with the same
+    # PaymentIntent; localstripe ignores keys and makes another) and that answer pays
+    services.collect_due(now=timezone.now() + timedelta(minutes=11))
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.payments.get().status) == (InvoiceStatus.PAID, "succeeded")
+
+
+def test_a_webhook_that_keeps_losing_its_race_is_answered_so_stripe_retries(
+    localstripe: str,
+    invoice: Invoice,
+    processing: tuple[InvoicePayment, ChargeOutcome],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given an invoice stream that moves under every attempt to settle
+    _, recorded = processing
+    event = succeeded_event(localstripe, invoice, recorded.payment_intent_id)
+    tries = []
+    original = services._invoice_append
+
+    def moved(actor: Any, invoice: Invoice, events: Any) -> None:
+        tries.append(invoice.version)
+        store.append(
+            "invoice",
+            str(invoice.pk),
+            events,
+            expected_version=invoice.version - 1,
+            metadata=actor.metadata(invoice.organization_id),
+        )
+
+    monkeypatch.setattr(services, "_invoice_append", moved)
+
+    # when the webhook is delivered
+    response = deliver(event)
+
+    # then it is a retryable 503 and nothing is recorded, not even the event as processed
+    assert len(tries) == 3
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "webhook_conflict"
+    assert not Event.objects.filter(type="billing.StripeEventProcessed").exists()
+    assert Invoice.objects.get(pk=invoice.pk).status == InvoiceStatus.FINALIZED
+
+    # and Stripe's retry, once the stream is quiet, pays the invoice
+    monkeypatch.setattr(services, "_invoice_append", original)
+    assert deliver(event).json() == {"outcome": "paid"}
+    assert deliver(event).json() == {"outcome": "duplicate"}
 
 
 def test_a_bad_signature_is_refused_and_changes_nothing(

@@ -17,7 +17,7 @@ from metering import events as mev
 from metering import services
 from metering.models import Budget
 from neocloud.transactions import atomic_with_retry
-from orders.errors import PaymentRequired
+from scheduler.errors import PaymentRequired
 from scheduler.models import Workload
 from tenants.models import Role
 from tests import commerce_builders

@@ -15,7 +15,6 @@ from metering.models import OpenAllocation, UsageSlice
 from scheduler import services as scheduler
 from scheduler import tasks
 from scheduler.models import Allocation, Workload
-from scheduler.specs import PricePlan
 from tests.builders import run
 from tests.metering.history import catch_up
 from tests.scheduler.conftest import Tenant, job, ready_fleet
@@ -31,7 +30,7 @@ def test_what_the_scheduler_granted_and_released_is_metered_and_replays(
     long = run(
         scheduler.workload_submit,
         project=tenant.project,
-        spec=job("long", gpus=4, runtime_estimate_s=600, price_plan=PricePlan.PREEMPTIBLE),
+        spec=job("long", gpus=4, runtime_estimate_s=600, preemptible=True),
     )
     time.sleep(0.3)
     tasks.tick()

@@ -13,8 +13,8 @@ from django.utils import timezone
 from catalog import services as catalog
 from catalog.models import Offering
 from events.models import Event
-from orders import hooks
 from orders.models import Order
+from scheduler import hooks
 from tenants import services as tenants
 from tenants.models import Organization, Role
 from tests.builders import run

@@ -60,6 +60,8 @@ def world(build: Builder) -> World:
         "project": str(project.pk),
         "target": str(target.pk),
         "target_key": str(target_key.pk),
+        "viewer_membership": str(members[Role.VIEWER].pk),
+        "admin_membership": str(members[Role.ADMIN].pk),
     }
     return World(ids=ids, secrets=secrets)
 
@@ -124,6 +126,20 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, dict[str, int]]] = [
     (
         "delete",
         "/api/v1/members/{target}",
+        None,
+        expect(403, owner=204, admin=204, billing=404, other_owner=404),
+    ),
+    # Leaving is managing oneself: a key needs the admin scope, so the viewer's read-only key
+    # cannot remove its own membership, and the admin's key can.
+    (
+        "delete",
+        "/api/v1/members/{viewer_membership}",
+        None,
+        expect(403, owner=204, admin=204, billing=404, other_owner=404),
+    ),
+    (
+        "delete",
+        "/api/v1/members/{admin_membership}",
         None,
         expect(403, owner=204, admin=204, billing=404, other_owner=404),
     ),

@@ -150,7 +150,8 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner(build: Builder) 
     [
         ("viewer", ["read"], True),
         ("viewer", ["read", "write"], False),
-        ("billing", ["write"], False),
+        ("billing", ["read", "write"], True),
+        ("billing", ["admin"], False),
         ("member", ["read", "write"], True),
         ("member", ["admin"], False),
         ("admin", ["admin"], True),

@@ -2,7 +2,8 @@
 
 An operator for the admin; a customer organization with a project and an API key; the fleet
 of ``examples/fleet.yaml``, provisioned through the simulated driver (in-process tasks).
-Idempotent, and refused outside the embedded default so production never gets these logins.
+Idempotent, and refused outside the demo (``NEOCLOUD_DEMO=1``, only on the embedded default) so
+no deployment gets these logins.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ class Command(BaseCommand):
     help = "Create the demo's data (embedded default only)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not settings.EMBEDDED:
-            raise CommandError("demo_setup runs only on the embedded default (no DATABASE_URL)")
+        if not settings.DEMO:
+            raise CommandError("demo_setup runs only in the demo (NEOCLOUD_DEMO=1, `make demo`)")
         actor = Actor.system_actor("demo_setup")
         if not User.objects.filter(email=OPERATOR[0]).exists():
             User.objects.create_superuser(*OPERATOR)

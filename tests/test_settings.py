@@ -1,0 +1,149 @@
+"""Production settings: what a process refuses to start without, what only the demo gets, and
+the documented production environment passing Django's deployment checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = {
+    "DATABASE_URL": "postgres://neocloud@db.example:5432/neocloud",
+    "REDIS_URL": "redis://redis.example:6379/0",
+    "SECRET_KEY": "k7#Qv9!pZx2@Lm4$Rt6^Wy8&Bn1*Cd3(Ef5)Gh7-Ij9_Kl0+Mn2=Op4",
+    "ALLOWED_HOSTS": "api.example.com",
+    "STRIPE_API_KEY": "sk_live_example",
+    "STRIPE_WEBHOOK_SECRET": "whsec_example",
+    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO,https",
+    "SECURE_SSL_REDIRECT": "1",
+    "SESSION_COOKIE_SECURE": "1",
+    "CSRF_COOKIE_SECURE": "1",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+    "SECURE_HSTS_PRELOAD": "1",
+}
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``manage.py`` in a fresh process with only ``env`` (nothing of this test run's own)."""
+    base = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        env={**base, "DJANGO_SETTINGS_MODULE": "neocloud.settings", **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def setting(name: str, env: dict[str, str]) -> str:
+    result = manage(
+        "shell", "-c", f"from django.conf import settings; print(settings.{name})", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_the_production_environment_passes_the_deployment_checks() -> None:
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_a_production_database_without_stripe_refuses_to_start() -> None:
+    env = {k: v for k, v in PRODUCTION.items() if not k.startswith("STRIPE_")}
+
+    result = manage("check", env=env)
+
+    assert result.returncode != 0
+    assert "STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET must be set" in result.stderr
+
+
+def test_an_empty_webhook_secret_refuses_to_start() -> None:
+    result = manage("check", env={**PRODUCTION, "STRIPE_WEBHOOK_SECRET": ""})
+
+    assert result.returncode != 0
+    assert "STRIPE_WEBHOOK_SECRET must be set" in result.stderr
+
+
+def test_stripe_configured_on_sqlite_needs_its_webhook_secret(tmp_path: Path) -> None:
+    env = {"NEOCLOUD_VAR_DIR": str(tmp_path), "SECRET_KEY": "s", "STRIPE_API_KEY": "sk_test_x"}
+
+    result = manage("check", env=env)
+
+    assert result.returncode != 0
+    assert "STRIPE_WEBHOOK_SECRET must be set" in result.stderr
+
+
+def test_only_the_embedded_default_simulates_payments(tmp_path: Path) -> None:
+    embedded = {"NEOCLOUD_VAR_DIR": str(tmp_path), "SECRET_KEY": "s"}
+
+    assert setting("STRIPE_SIMULATED", embedded) == "True"
+    assert setting("STRIPE_SIMULATED", PRODUCTION) == "False"
+
+
+def test_sqlite_without_the_demo_has_debug_off_and_needs_a_secret_key(tmp_path: Path) -> None:
+    embedded = {"NEOCLOUD_VAR_DIR": str(tmp_path)}
+
+    refused = manage("check", env=embedded)
+
+    assert refused.returncode != 0
+    assert "SECRET_KEY must be set" in refused.stderr
+    assert setting("DEBUG", {**embedded, "SECRET_KEY": "s"}) == "False"
+
+
+def test_the_demo_has_debug_and_its_own_key(tmp_path: Path) -> None:
+    demo = {"NEOCLOUD_VAR_DIR": str(tmp_path), "NEOCLOUD_DEMO": "1"}
+
+    assert setting("DEBUG", demo) == "True"
+    assert setting("SECRET_KEY", demo).startswith("insecure-demo-key")
+
+
+def test_the_demo_refuses_a_production_database() -> None:
+    result = manage("check", env={**PRODUCTION, "NEOCLOUD_DEMO": "1"})
+
+    assert result.returncode != 0
+    assert "NEOCLOUD_DEMO runs only on the embedded default" in result.stderr
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("addrport", ["0.0.0.0:8000", "192.168.1.10:8000", "[::]:8000"])
+def test_the_demo_refuses_to_serve_beyond_loopback(  # type: ignore[no-untyped-def]
+    addrport: str, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DEMO = True
+    monkeypatch.delenv("DEMO_ALLOW_PUBLIC", raising=False)
+
+    with pytest.raises(CommandError, match="DEMO_ALLOW_PUBLIC=1"):
+        call_command("demo", addrport)
+
+
+@pytest.mark.smoke
+def test_the_demo_says_what_serving_beyond_loopback_exposes() -> None:
+    from neocloud.management.commands.demo import exposure
+
+    assert exposure("127.0.0.1:8000", allow_public=False) is None
+    assert exposure("localhost:9000", allow_public=False) is None
+    assert exposure("[::1]:8000", allow_public=False) is None
+    assert exposure("8000", allow_public=False) is None  # runserver's default address
+    warning = exposure("0.0.0.0:8000", allow_public=True)
+    assert warning is not None
+    assert "admin@neocloud.local / admin" in warning
+    assert "demo API key" in warning
+    assert "SECRET_KEY" in warning
+    assert "DEBUG" in warning
+
+
+@pytest.mark.smoke
+def test_the_demo_command_needs_the_demo_settings(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DEMO = False
+
+    with pytest.raises(CommandError, match="NEOCLOUD_DEMO=1"):
+        call_command("demo", "127.0.0.1:8000")
