@@ -3,7 +3,8 @@ through Stripe, webhooks, dunning, corrections.
 
 Concurrency: every operation runs concurrently with itself. Drafting and finalizing an
 organization's invoices lock its ``Organization`` row first (credits are used once), then
-append (the log's lock). An invoice's payment steps lock its ``Invoice`` row, then append.
+append (the log's lock). An invoice's payment steps lock its ``Invoice`` row, then append (a
+credit note on a paid invoice also locks the account's row first: it grants prepaid credit).
 Stripe is never called inside a transaction: ``invoice_collect`` commits the attempt, calls
 Stripe, and records the outcome in a second transaction, so a crash in between leaves a
 pending attempt that is resumed with the same idempotency key (the same PaymentIntent).
@@ -34,14 +35,22 @@ from billing.errors import (
     WebhookConflict,
     WebhookSignatureInvalid,
 )
-from billing.models import BillingAccount, Invoice, InvoicePayment, InvoiceStatus
+from billing.models import (
+    PLANS,
+    BillingAccount,
+    DefaultGpuPrice,
+    Invoice,
+    InvoicePayment,
+    InvoiceStatus,
+)
 from billing.money import CURRENCY
 from billing.stripe_gateway import ChargeOutcome, PaymentGateway, gateway, webhook_event
 from events import store
 from events.errors import StreamConflict
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
-from neocloud.transactions import atomic_with_retry
+from inventory.models import GpuModel
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Action, Actor
 from tenants.models import Organization
 
@@ -91,7 +100,7 @@ class Period:
 def _account_append(
     actor: Actor, organization: Organization, events: Sequence[DomainEvent]
 ) -> None:
-    account = BillingAccount.objects.select_for_update().filter(organization=organization).first()
+    account = row_lock(BillingAccount.objects.all()).filter(organization=organization).first()
     if account is None:
         country, currency, _ = selectors.account_terms(organization.pk)
         # The defaults become events, so a replay never depends on today's settings.
@@ -230,6 +239,41 @@ def _account_record(*, actor: Actor, organization: Organization, event: DomainEv
     _account_append(actor, organization, [event])
 
 
+# --- default prices ---------------------------------------------------------------------------
+
+
+def default_price_set(
+    *,
+    actor: Actor,
+    gpu_model: str,
+    price_per_gpu_hour_minor: int,
+    currency: str,
+    price_plan: str = "on_demand",
+) -> DefaultGpuPrice:
+    """Set (create or replace) the price of usage from no offering on ``gpu_model`` under
+    ``price_plan``: without one, a month with such usage cannot be invoiced. Operators'
+    configuration, like the admin's form: a table, not an event (rating copies the price it
+    used into ``InvoiceDrafted``)."""
+    actor.require(Action.BILLING_OPERATE)
+    problems: dict[str, list[str]] = {}
+    if not GpuModel.objects.filter(slug=gpu_model).exists():
+        problems["gpu_model"] = [f"unknown GPU model {gpu_model!r}"]
+    if price_plan not in dict(PLANS):
+        problems["price_plan"] = [f"one of {', '.join(dict(PLANS))}"]
+    if not CURRENCY.match(currency):
+        problems["currency"] = ["an ISO 4217 code such as USD"]
+    if price_per_gpu_hour_minor < 0:
+        problems["price_per_gpu_hour_minor"] = ["not negative"]
+    if problems:
+        raise BillingInvalid("default price is not valid", fields=problems)
+    price, _ = DefaultGpuPrice.objects.update_or_create(
+        gpu_model=gpu_model,
+        price_plan=price_plan,
+        defaults={"price_per_gpu_hour_minor": price_per_gpu_hour_minor, "currency": currency},
+    )
+    return price
+
+
 # --- closing a month -------------------------------------------------------------------------
 
 
@@ -341,7 +385,7 @@ def invoices_draft(
 
     Locks the organization's row: its credits are used by one invoice at a time."""
     actor.require(Action.BILLING_OPERATE)
-    Organization.objects.select_for_update().get(pk=organization.pk)
+    row_lock(Organization.objects.all()).get(pk=organization.pk)
     done = []
     for draft in drafts_for(organization, period, inputs):
         if not draft.lines:
@@ -411,7 +455,7 @@ def period_close(*, actor: Actor, period: Period, finalize: bool = True) -> Clos
 
 
 def _invoice_locked(invoice_id: uuid.UUID) -> Invoice:
-    return Invoice.objects.select_for_update().get(pk=invoice_id)
+    return row_lock(Invoice.objects.all()).get(pk=invoice_id)
 
 
 def _invoice_append(actor: Actor, invoice: Invoice, events: Sequence[DomainEvent]) -> None:
@@ -450,6 +494,9 @@ def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reas
     invoice = _invoice_locked(invoice.pk)
     if invoice.status not in {*OPEN, InvoiceStatus.PAID}:
         raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
+    if invoice.status == InvoiceStatus.PAID:
+        # The prepaid credit below writes the account: its row before the log's lock.
+        row_lock(BillingAccount.objects.filter(organization_id=invoice.organization_id)).first()
     room = invoice.total_minor - invoice.credited_minor
     if not 0 < amount_minor <= room:
         raise BillingInvalid(
@@ -571,7 +618,7 @@ def payment_settle(
     settled, anything about a paid or void invoice. A success after a recorded failure of the
     same attempt still pays the invoice (the money came in). A ``processing`` answer records
     the PaymentIntent, which the webhook that ends it must name."""
-    invoice = Invoice.objects.select_for_update().filter(pk=invoice_id).first()
+    invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
     if invoice is None:
         return "ignored: unknown invoice"
     payment = invoice.payments.filter(attempt=attempt).first()
@@ -740,7 +787,7 @@ def _intent_settle(
     News about a paid or void invoice is ignored as ``payment_settle`` ignores it; a pending
     attempt with no PaymentIntent recorded yet (its answer was lost) is left to
     ``collect_due``, which resumes it with its key and records Stripe's answer."""
-    invoice = Invoice.objects.select_for_update().filter(pk=invoice_id).first()
+    invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
     payment = invoice.payments.filter(attempt=attempt).first() if invoice else None
     if (
         invoice is None

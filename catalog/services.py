@@ -16,6 +16,7 @@ from events import store
 from events.store import Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel, Region
+from neocloud.transactions import row_lock
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
 
@@ -49,7 +50,7 @@ def _append(actor: Actor, slug: str, events: Sequence[DomainEvent], expected_ver
 
 def _locked(slug: str) -> Offering | None:
     """The offering as it is now, locked until the transaction ends (then the append lock)."""
-    return Offering.objects.select_for_update().filter(slug=slug).first()
+    return row_lock(Offering.objects.all()).filter(slug=slug).first()
 
 
 def price_plan_id(offering: str, region: str, plan: str) -> uuid.UUID:

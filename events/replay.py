@@ -22,6 +22,7 @@ def projections_replay(*, names: Collection[str] | None = None, batch_size: int 
     read = 0
     with transaction.atomic():
         store.take_append_lock()
+        kept = [projection.operational_keep() for projection in chosen]
         for projection in chosen:
             projection.reset()
         types = _union_of_types(chosen)
@@ -33,14 +34,18 @@ def projections_replay(*, names: Collection[str] | None = None, batch_size: int 
                     projection.apply_batch(
                         batch if wanted is None else [e for e in batch if e.type in wanted]
                     )
+        for projection, values in zip(chosen, kept, strict=True):
+            projection.operational_restore(values)
     for projection in projections.asynchronous():
         if names is not None and projection.name not in names:
             continue
         consumer = ProjectionConsumer(projection)
         with transaction.atomic():
             Checkpoint.objects.select_for_update().filter(name=consumer.name).update(position=0)
+            values = projection.operational_keep()
             projection.reset()
             read += consumer_catch_up(consumer)
+            projection.operational_restore(values)
     return read
 
 

@@ -125,7 +125,10 @@ def append(
             projections.apply_synchronous(recorded)
             wakeup.announce()
     except DatabaseError as exc:
-        raise _as_conflict(exc, batch) from exc
+        conflict = _as_conflict(exc, batch)
+        if conflict is exc:
+            raise  # as it is: its cause (the driver's error) tells a deadlock from the rest
+        raise conflict from exc
     return recorded
 
 

@@ -15,6 +15,7 @@ from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rac
 class Fleet(projections.Projection):
     name = "inventory.fleet"
     models = (GpuModel, Region, Cluster, Rack, Node, Gpu, ProvisioningStep)
+    operational = {Node: ("last_heartbeat_at",)}  # telemetry: heartbeats are not events
 
     def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
         versions: dict[tuple[str, str], int] = {}

@@ -53,7 +53,7 @@ from inventory.drivers.base import StepDetails
 from inventory.lifecycle import NodeAction, NodeState, next_state
 from inventory.models import Node, ProvisioningStep
 from neocloud.redaction import redact
-from neocloud.transactions import atomic_with_retry
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants.access import Actor
 
 PROVISION = "provision"
@@ -196,7 +196,7 @@ def provisioning_step_run(*, node_id: UUID, run: int) -> StepOutcome:
 
 def _claim(node_id: UUID, run: int) -> StepClaim | StepOutcome:
     # Not select_related: FOR UPDATE would lock the cluster's row along with the node's.
-    node = Node.objects.select_for_update().filter(pk=node_id).first()
+    node = row_lock(Node.objects.all()).filter(pk=node_id).first()
     if node is None:
         return StepOutcome(StepStatus.IDLE)
     progress = run_progress(node.pk)
@@ -336,7 +336,7 @@ def _live(node: Node, progress: RunProgress) -> bool:
 def _locked_if_news(claim: StepClaim) -> tuple[Node, RunProgress] | None:
     """The node, locked, and its run's progress, if the outcome of ``claim`` is still news:
     same run, not ended, and no duplicate of the task recorded the step's success first."""
-    node = Node.objects.select_for_update().get(pk=claim.node.node_id)
+    node = row_lock(Node.objects.all()).get(pk=claim.node.node_id)
     progress = run_progress(node.pk)
     if (
         progress is None

@@ -23,6 +23,7 @@ from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
 from inventory.errors import InvalidTransition, UnknownGpu
 from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
 from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
+from neocloud.transactions import atomic_with_retry, row_lock
 from tenants import secrets
 from tenants.access import Action, Actor
 
@@ -117,7 +118,7 @@ def rack_define(
     rack_id = fleet_id("rack", cluster.slug, name)
     leaf_switch = leaf_switch or f"leaf-{name}"
     if not Rack.objects.filter(id=rack_id, leaf_switch=leaf_switch, spine=spine).exists():
-        cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        cluster = row_lock(Cluster.objects.all()).get(pk=cluster.pk)
         _append(
             actor,
             ev.CLUSTER_STREAM,
@@ -152,7 +153,7 @@ def node_register(
     node was known: then only a changed description is recorded)."""
     actor.require(Action.FLEET_WRITE)
     node_id = fleet_id("node", cluster.slug, name)
-    existing = Node.objects.select_for_update().filter(id=node_id).first()
+    existing = row_lock(Node.objects.all()).filter(id=node_id).first()
     if existing is not None:
         wanted = ev.NodeRespecified(
             rack_id=rack.pk if rack else None, cpu_milli=cpu_milli, memory_mib=memory_mib
@@ -216,7 +217,7 @@ def node_token_rotate(*, actor: Actor, node: Node) -> tuple[Node, str]:
 
 def _locked(node: Node) -> Node:
     """The node as it is now, locked until the transaction ends (then the append lock)."""
-    return Node.objects.select_for_update().get(pk=node.pk)
+    return row_lock(Node.objects.all()).get(pk=node.pk)
 
 
 def _transition(node: Node, action: NodeAction, reason: str) -> ev.NodeStateChanged:
@@ -395,24 +396,24 @@ def heartbeats_check(
     *, actor: Actor, threshold: timedelta, now: datetime | None = None
 ) -> list[Node]:
     """Fail every monitored node not heard from within ``threshold`` (a node that never sent
-    one is measured from when it became ready)."""
+    one is measured from when it became ready), each in a transaction of its own."""
     now = now or timezone.now()
     failed = []
     for node in Node.objects.filter(state__in=HEARTBEAT_MONITORED):
         last_seen = node.last_heartbeat_at or node.state_changed_at
         if now - last_seen > threshold:
-            with transaction.atomic():
-                fresh = _locked(node)
-                seen = fresh.last_heartbeat_at or fresh.state_changed_at
-                if fresh.state in HEARTBEAT_MONITORED and now - seen > threshold:
-                    failed.append(
-                        node_fail(
-                            actor=actor,
-                            node=fresh,
-                            reason=f"heartbeat missed since {seen.isoformat()}",
-                        )
-                    )
+            gone = atomic_with_retry(_fail_if_silent, actor, node, threshold, now)
+            if gone is not None:
+                failed.append(gone)
     return failed
+
+
+def _fail_if_silent(actor: Actor, node: Node, threshold: timedelta, now: datetime) -> Node | None:
+    fresh = _locked(node)
+    seen = fresh.last_heartbeat_at or fresh.state_changed_at
+    if fresh.state not in HEARTBEAT_MONITORED or now - seen <= threshold:
+        return None
+    return node_fail(actor=actor, node=fresh, reason=f"heartbeat missed since {seen.isoformat()}")
 
 
 def _gpu_uuid(cluster: str, node: str, index: int) -> str:

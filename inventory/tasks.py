@@ -20,6 +20,7 @@ from celery.exceptions import Retry
 from django.conf import settings
 
 from inventory import provisioning, services
+from neocloud.transactions import RACES
 from tenants.access import Actor
 
 # Whole seconds: Celery takes 0 for "no limit".
@@ -41,7 +42,12 @@ STEP_HARD_TIMEOUT_S = STEP_TIMEOUT_S + 15
 )
 def provision_step(self: Task[[str, int], str | Retry], node_id: str, run: int) -> str | Retry:
     """Advance provisioning run ``run`` of the node by one step; retry it with backoff."""
-    outcome = provisioning.provisioning_step_run(node_id=UUID(node_id), run=run)
+    try:
+        outcome = provisioning.provisioning_step_run(node_id=UUID(node_id), run=run)
+    except RACES:
+        # Lost every attempt of a transaction to concurrent writers: the step runs again
+        # (a claimed attempt counts; the driver's key makes a performed one harmless).
+        outcome = provisioning.StepOutcome(provisioning.StepStatus.RETRYING, retry_in_s=1.0)
     if outcome.retry_in_s is None:
         return outcome.status.value
     if self.request.is_eager:

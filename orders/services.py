@@ -29,7 +29,7 @@ from events import store
 from events.store import NO_STREAM
 from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
-from neocloud.transactions import atomic_with_retry
+from neocloud.transactions import atomic_with_retry, row_lock
 from orders import events as ev
 from orders.errors import (
     GpuModelNotOffered,
@@ -320,7 +320,7 @@ def _append(actor: Actor, order: Order, events: Sequence[DomainEvent]) -> Order:
 def _locked(order: Order | uuid.UUID) -> Order:
     """The order as it is now, locked until the transaction ends (then the append lock)."""
     pk = order.pk if isinstance(order, Order) else order
-    return Order.objects.select_for_update().get(pk=pk)
+    return row_lock(Order.objects.all()).get(pk=pk)
 
 
 def _estimated_cost(price_minor: int, shape: Shape) -> int | None:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from inventory.drivers import RunOutcome, StepFailed, WorkloadRun, driver
 from inventory.models import Node
 from neocloud.redaction import redact
+from neocloud.transactions import atomic_with_retry
 from scheduler import services
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
 from tenants.access import Actor
@@ -58,28 +58,7 @@ def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
 def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
     """Provision runs and mark them running. The runs of a batch share their transactions
     (one before the driver's calls, one after), so a cycle's grants cost a few commits."""
-    outcome: dict[Pair, Next] = {}
-    to_start: list[tuple[Pair, WorkloadRun]] = []
-    with transaction.atomic():
-        for pair in pairs:
-            workload = services.run_holder(*pair)
-            if workload is None:
-                outcome[pair] = Next()  # released meanwhile
-            elif workload.cancel_requested:
-                services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
-                outcome[pair] = Next()
-            elif workload.status in FINAL_STATUSES:
-                services.run_discarded(actor=ACTOR, workload=workload)
-                outcome[pair] = Next()
-            elif workload.status == WorkloadStatus.RUNNING:
-                outcome[pair] = _next_check(workload)  # started before this delivery
-            else:
-                allocation = Allocation.objects.get(pk=pair[1])
-                if workload.status == WorkloadStatus.SCHEDULED:
-                    services.run_provisioning(
-                        actor=ACTOR, workload=workload, placements=list(allocation.placements)
-                    )
-                to_start.append((pair, _run_of(workload, allocation)))
+    outcome, to_start = atomic_with_retry(_starts_claim, pairs)
     started: list[tuple[Pair, dict[str, str]]] = []
     refused: list[tuple[Pair, str]] = []
     for pair, run in to_start:
@@ -92,18 +71,53 @@ def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
                 outcome[pair] = Next(start_again=True)
             else:
                 refused.append((pair, str(failure)))
-    with transaction.atomic():
-        for pair, details in started:
-            workload = services.run_holder(*pair)
-            if workload is None:
-                outcome[pair] = Next()
-                continue
-            if workload.status != WorkloadStatus.RUNNING:
-                services.run_started(actor=ACTOR, workload=workload, details=details)
-                workload.refresh_from_db()
-            outcome[pair] = _next_check(workload)
-        for pair, message in refused:
-            outcome[pair] = _end(pair, "failed", message)
+    outcome.update(atomic_with_retry(_starts_record, started, refused))
+    return outcome
+
+
+def _starts_claim(
+    pairs: Sequence[Pair],
+) -> tuple[dict[Pair, Next], list[tuple[Pair, WorkloadRun]]]:
+    """The runs of the batch still to start, marked provisioning; what to do with the rest."""
+    outcome: dict[Pair, Next] = {}
+    to_start: list[tuple[Pair, WorkloadRun]] = []
+    for pair in pairs:
+        workload = services.run_holder(*pair)
+        if workload is None:
+            outcome[pair] = Next()  # released meanwhile
+        elif workload.cancel_requested:
+            services.run_ended(actor=ACTOR, workload=workload, reason="cancelled", message="")
+            outcome[pair] = Next()
+        elif workload.status in FINAL_STATUSES:
+            services.run_discarded(actor=ACTOR, workload=workload)
+            outcome[pair] = Next()
+        elif workload.status == WorkloadStatus.RUNNING:
+            outcome[pair] = _next_check(workload)  # started before this delivery
+        else:
+            allocation = Allocation.objects.get(pk=pair[1])
+            if workload.status == WorkloadStatus.SCHEDULED:
+                services.run_provisioning(
+                    actor=ACTOR, workload=workload, placements=list(allocation.placements)
+                )
+            to_start.append((pair, _run_of(workload, allocation)))
+    return outcome, to_start
+
+
+def _starts_record(
+    started: Sequence[tuple[Pair, dict[str, str]]], refused: Sequence[tuple[Pair, str]]
+) -> dict[Pair, Next]:
+    outcome: dict[Pair, Next] = {}
+    for pair, details in started:
+        workload = services.run_holder(*pair)
+        if workload is None:
+            outcome[pair] = Next()
+            continue
+        if workload.status != WorkloadStatus.RUNNING:
+            services.run_started(actor=ACTOR, workload=workload, details=details)
+            workload.refresh_from_db()
+        outcome[pair] = _next_check(workload)
+    for pair, message in refused:
+        outcome[pair] = _end(pair, "failed", message)
     return outcome
 
 
@@ -144,10 +158,12 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
             )
         else:
             outcome[pair] = _next_check(workload)
-    with transaction.atomic():
-        for pair, reason, message in ending:
-            outcome[pair] = _end(pair, reason, message)
+    outcome.update(atomic_with_retry(_ends_record, ending))
     return outcome
+
+
+def _ends_record(ending: Sequence[tuple[Pair, str, str]]) -> dict[Pair, Next]:
+    return {pair: _end(pair, reason, message) for pair, reason, message in ending}
 
 
 def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
@@ -160,10 +176,10 @@ def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
 
 
 def _end(pair: Pair, reason: str, message: str) -> Next:
-    with transaction.atomic():
-        workload = services.run_holder(*pair)
-        if workload is not None:
-            services.run_ended(actor=ACTOR, workload=workload, reason=reason, message=message)
+    """End the run (in the caller's transaction)."""
+    workload = services.run_holder(*pair)
+    if workload is not None:
+        services.run_ended(actor=ACTOR, workload=workload, reason=reason, message=message)
     return Next()
 
 

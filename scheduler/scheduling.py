@@ -35,6 +35,7 @@ from events.errors import StreamConflict
 from events.store import Metadata, RecordedEvent
 from events.types import DomainEvent
 from inventory.models import Cluster
+from neocloud.transactions import row_lock
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
@@ -109,7 +110,7 @@ def lease_acquire(cluster_id: uuid.UUID, holder: str) -> int | None:
         SchedulerLease.objects.get_or_create(
             cluster_id=cluster_id, defaults={"holder": "", "expires_at": now}
         )
-        lease = SchedulerLease.objects.select_for_update().get(cluster_id=cluster_id)
+        lease = row_lock(SchedulerLease.objects.all()).get(cluster_id=cluster_id)
         if lease.holder != holder and lease.expires_at > now:
             return None
         if lease.holder != holder:

@@ -25,6 +25,7 @@ from events.store import NO_STREAM
 from events.types import DomainEvent
 from inventory.models import Cluster, GpuModel, Node
 from neocloud.errors import ValidationFailed
+from neocloud.transactions import row_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
 from scheduler.errors import (
@@ -110,7 +111,7 @@ def queue_configure(
     if weight <= 0:
         raise ValidationFailed("weight must be positive", fields={"weight": ["not_positive"]})
     with transaction.atomic():
-        Project.objects.select_for_update().get(pk=project.pk)
+        row_lock(Project.objects.all()).get(pk=project.pk)
         store.append(
             ev.QUEUE_STREAM,
             str(project.pk),
@@ -473,7 +474,7 @@ def _locked(workload_id: uuid.UUID) -> Workload | None:
     cycle's append holds the log's lock and then updates workload rows, so taking them in the
     other order could deadlock with it."""
     store.take_append_lock()
-    return Workload.objects.select_for_update().filter(pk=workload_id).first()
+    return row_lock(Workload.objects.all()).filter(pk=workload_id).first()
 
 
 def _append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEvent]) -> None:
@@ -623,10 +624,10 @@ def reservation_create(
     _check_approval(gpus, "gpus", order_id)
     reservation_id = uuid.uuid4()
     with transaction.atomic():
-        # One reservation at a time per organization and per cluster: the checks below
-        # must not race.
-        Organization.objects.select_for_update().get(pk=organization.pk)
-        Cluster.objects.select_for_update().get(pk=cluster.pk)
+        # One reservation at a time: the quota and capacity checks below must not race.
+        # Under the log's lock, not the organization's or the cluster's rows: an order appends
+        # before it reserves, and no row is locked after the log's lock (neocloud.transactions).
+        store.take_append_lock()
         _check_reserved_quota(project, gpu_model, gpus, starts_at, ends_at)
         fleet = sum(
             n.gpus.count()
@@ -714,7 +715,7 @@ def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = 
     actor.require(Action.WORKLOAD_WRITE, organization)
     reason = reason or f"cancelled by {actor.label}"
     with transaction.atomic():
-        reservation = Reservation.objects.select_for_update().get(pk=reservation.pk)
+        reservation = row_lock(Reservation.objects.all()).get(pk=reservation.pk)
         if reservation.status == ReservationStatus.CANCELLED:
             return reservation
         store.append(

@@ -26,6 +26,7 @@ from django.conf import settings
 
 from inventory.models import Cluster
 from neocloud.celery import app
+from neocloud.transactions import RACES
 from scheduler import runs, scheduling
 
 DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"
@@ -123,13 +124,27 @@ def _follow_up(outcome: dict[runs.Pair, runs.Next]) -> None:
         runs_check.apply_async((list(waiting),), countdown=min(waiting.values()))
 
 
-@shared_task(name="scheduler.runs_start", acks_late=True, ignore_result=True)
+@shared_task(
+    name="scheduler.runs_start",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=RACES,
+    retry_backoff=True,
+    max_retries=5,
+)
 def runs_start(pairs: Sequence[Sequence[str]]) -> None:
     """Start a batch of granted runs."""
     _follow_up(runs.runs_start(_pairs(pairs)))
 
 
-@shared_task(name="scheduler.runs_check", acks_late=True, ignore_result=True)
+@shared_task(
+    name="scheduler.runs_check",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=RACES,
+    retry_backoff=True,
+    max_retries=5,
+)
 def runs_check(pairs: Sequence[Sequence[str]]) -> None:
     """End the runs of a batch that ended; look again at the others when they are due."""
     _follow_up(runs.runs_check(_pairs(pairs)))

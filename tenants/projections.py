@@ -25,6 +25,7 @@ class Tenancy(projections.Projection):
 
     name = "tenants.tenancy"
     models = (Organization, Project, Membership, Invitation, ApiKey, Quota)
+    operational = {ApiKey: ("last_used_at",)}  # telemetry: a key's use is not an event
 
     def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
         heads: dict[str, int] = {}

@@ -20,6 +20,7 @@ from events import store
 from events.store import NO_STREAM
 from events.types import DomainEvent
 from neocloud.errors import ValidationFailed
+from neocloud.transactions import row_lock
 from tenants import events as ev
 from tenants import secrets
 from tenants.access import ROLE_SCOPES, Action, Actor
@@ -67,7 +68,7 @@ def _fresh(organization: Organization) -> Organization:
     version; the version check stays as the guarantee. Lock order: this row, then the
     log's append lock (taken by ``store.append``), never the other way round.
     """
-    return Organization.objects.select_for_update().get(pk=organization.pk)
+    return row_lock(Organization.objects.all()).get(pk=organization.pk)
 
 
 # --- users -----------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""``manage.py create_organization NAME --owner EMAIL``: operators bootstrap a customer."""
+"""``manage.py create_organization NAME --owner EMAIL [--project SLUG]``: operators bootstrap a
+customer, with a first project (``default`` unless named) so work can be submitted at once."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,43 +12,69 @@ from neocloud.errors import ApplicationError
 from neocloud.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
-from tenants.models import Scope
+from tenants.models import Organization, Project, Scope, User
+
+SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
 
 
 class Command(BaseCommand):
-    help = "Create an organization with its owner, and print the owner's first API key once."
+    help = (
+        "Create an organization with its owner and a first project, and print the owner's"
+        " first API key once."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--owner", required=True, metavar="EMAIL")
         parser.add_argument("--slug", default="")
         parser.add_argument("--billing-email", default="")
+        parser.add_argument(
+            "--project",
+            default="default",
+            metavar="SLUG",
+            help="the first project's slug and name (default %(default)s)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        actor = Actor.system_actor("create_organization")
+        if not SLUG.fullmatch(options["project"]):
+            raise CommandError(f"--project {options['project']!r}: a slug (letters, digits, -, _)")
         try:
-            owner = atomic_with_retry(
-                services.user_get_or_register, actor=actor, email=options["owner"]
-            )
-            organization = atomic_with_retry(
-                services.organization_create,
-                actor=actor,
+            organization, project, owner, secret = atomic_with_retry(
+                _bootstrap,
+                actor=Actor.system_actor("create_organization"),
                 name=options["name"],
-                owner=owner,
+                owner_email=options["owner"],
                 slug=options["slug"],
                 billing_email=options["billing_email"],
-            )
-            _, secret = atomic_with_retry(
-                services.api_key_create,
-                actor=actor,
-                organization=organization,
-                user=owner,
-                name="first key",
-                scopes=list(Scope),
+                project_slug=options["project"],
             )
         except ApplicationError as exc:
-            raise CommandError(f"{exc.code}: {exc.message}") from exc
+            raise CommandError(f"{exc.code}: {exc.message} {exc.fields or ''}".strip()) from exc
         self.stdout.write(f"organization {organization.slug} ({organization.pk})")
+        self.stdout.write(f"project      {project.slug} ({project.pk})")
         self.stdout.write(f"owner        {owner.email}")
         self.stdout.write(f"API key      {secret}")
         self.stdout.write("The key is shown once: store it now.")
+
+
+def _bootstrap(
+    *,
+    actor: Actor,
+    name: str,
+    owner_email: str,
+    slug: str,
+    billing_email: str,
+    project_slug: str,
+) -> tuple[Organization, Project, User, str]:
+    """All of it or nothing: an organization is never left without its project or key."""
+    owner = services.user_get_or_register(actor=actor, email=owner_email)
+    organization = services.organization_create(
+        actor=actor, name=name, owner=owner, slug=slug, billing_email=billing_email
+    )
+    project = services.project_create(
+        actor=actor, organization=organization, name=project_slug, slug=project_slug
+    )
+    _, secret = services.api_key_create(
+        actor=actor, organization=organization, user=owner, name="first key", scopes=list(Scope)
+    )
+    return organization, project, owner, secret
