@@ -14,22 +14,6 @@ from catalog import services
 from catalog.models import Offering, PricePlan
 from neocloud.admin import ServiceAdmin
 
-DEFINITION_FIELDS = (
-    "slug",
-    "name",
-    "description",
-    "kind",
-    "gpu_models",
-    "gpus_per_node",
-    "max_nodes",
-    "gang",
-    "gpu_milli",
-    "topology",
-    "max_runtime_s",
-    "max_gpus",
-    "max_duration_s",
-)
-
 
 class OfferingForm(forms.ModelForm):  # type: ignore[type-arg]
     gpu_models = forms.CharField(
@@ -38,7 +22,7 @@ class OfferingForm(forms.ModelForm):  # type: ignore[type-arg]
 
     class Meta:
         model = Offering
-        fields = list(DEFINITION_FIELDS)
+        fields = list(services.DEFINITION_FIELDS)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -61,7 +45,7 @@ class OfferingAdmin(ServiceAdmin):
         return () if obj is None else ("slug", "active", "version", "prices")
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        fields = list(DEFINITION_FIELDS)
+        fields = list(services.DEFINITION_FIELDS)
         return fields if obj is None else [*fields, "active", "version", "prices"]
 
     @admin.display(description="Price plans (set them on the price plan page)")
@@ -72,7 +56,7 @@ class OfferingAdmin(ServiceAdmin):
         )
 
     def save_model(self, request: HttpRequest, obj: Offering, form: Any, change: bool) -> None:
-        definition = {name: form.cleaned_data.get(name) for name in DEFINITION_FIELDS}
+        definition = {name: form.cleaned_data.get(name) for name in services.DEFINITION_FIELDS}
         definition["slug"] = obj.slug
         definition["description"] = definition["description"] or ""
         saved = self.run(request, services.offering_define, **definition)

@@ -57,6 +57,25 @@ def price_plan_id(offering: str, region: str, plan: str) -> uuid.UUID:
     return uuid.uuid5(PRICE_PLAN_NAMESPACE, f"{offering}/{region}/{plan}")
 
 
+# What defines an offering: the keyword arguments of ``offering_define`` beside ``actor``, for
+# the forms and files that feed it.
+DEFINITION_FIELDS = (
+    "slug",
+    "name",
+    "description",
+    "kind",
+    "gpu_models",
+    "gpus_per_node",
+    "max_nodes",
+    "gang",
+    "gpu_milli",
+    "topology",
+    "max_runtime_s",
+    "max_gpus",
+    "max_duration_s",
+)
+
+
 def offering_define(
     *,
     actor: Actor,

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from events import store
 from metering.models import OpenAllocation, UsageSlice
@@ -19,32 +18,11 @@ from scheduler import events as ev
 from scheduler.models import Workload
 from tenants import services as tenant_services
 from tests.builders import Builder, run
+from tests.concurrency import at_once
 from tests.metering.history import catch_up
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
-
-
-def _in_threads(work: list[Callable[[], None]]) -> list[BaseException]:
-    """Run each callable in its own thread (and database connection); the errors raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(work))
-
-    def body(step: Callable[[], None]) -> None:
-        try:
-            start.wait()
-            step()
-        except BaseException as exc:  # reported to the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=body, args=(step,)) for step in work]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return errors
 
 
 def _granted_after_end(workloads: list[str]) -> dict[str, list[str]]:
@@ -117,11 +95,11 @@ def test_cancels_racing_cycles_are_never_followed_by_a_grant(
 
     def clients() -> None:
         try:
-            assert not _in_threads([client(1), client(2)])
+            assert not at_once([client(1), client(2)])
         finally:
             done.set()
 
-    assert not _in_threads([cycles, clients])
+    assert not at_once([cycles, clients])
 
     assert len(submitted) == 80
     assert _granted_after_end(submitted) == {}
@@ -174,11 +152,11 @@ def test_an_organizations_quota_caps_the_sum_over_its_projects_under_concurrent_
 
     def clients() -> None:
         try:
-            assert not _in_threads([client(p, i) for i, p in enumerate(members * 2)])
+            assert not at_once([client(p, i) for i, p in enumerate(members * 2)])
         finally:
             done.set()
 
-    assert not _in_threads([cycles, clients])
+    assert not at_once([cycles, clients])
 
     checked = audit.audit_log()
     key = (str(tenant.organization.pk), "h100")

@@ -15,23 +15,7 @@ from neocloud.errors import ApplicationError
 from neocloud.transactions import atomic_with_retry
 from tenants.access import Actor
 
-OFFERING_FIELDS = frozenset(
-    {
-        "slug",
-        "name",
-        "kind",
-        "gpu_models",
-        "description",
-        "gpus_per_node",
-        "max_nodes",
-        "gang",
-        "gpu_milli",
-        "topology",
-        "max_runtime_s",
-        "max_gpus",
-        "max_duration_s",
-    }
-)
+OFFERING_FIELDS = frozenset(services.DEFINITION_FIELDS)
 PLAN_FIELDS = frozenset({"region", "plan", "price_per_gpu_hour_minor", "currency"})
 
 
