@@ -45,6 +45,7 @@ from tenants.models import (
     ProjectsScope,
     Quota,
     Role,
+    Scope,
     User,
 )
 
@@ -573,3 +574,76 @@ def quota_clear(*, actor: Actor, quota: Quota) -> None:
     organization = _fresh(quota.organization)
     actor.require(Action.QUOTA_WRITE, organization)
     _append(actor, organization, [ev.QuotaCleared(quota_id=quota.pk)])
+
+
+def organization_bootstrap(
+    *,
+    actor: Actor,
+    name: str,
+    owner_email: str,
+    slug: str,
+    billing_email: str,
+    project_slug: str,
+) -> tuple[Organization, Project, User, str]:
+    """A new customer: the organization, its owner, a first project and the owner's first key
+    (the secret). All of it or nothing in the caller's transaction: an organization is never
+    left without its project or key."""
+    owner = user_get_or_register(actor=actor, email=owner_email)
+    organization = organization_create(
+        actor=actor, name=name, owner=owner, slug=slug, billing_email=billing_email
+    )
+    project = project_create(
+        actor=actor, organization=organization, name=project_slug, slug=project_slug
+    )
+    _, secret = api_key_create(
+        actor=actor, organization=organization, user=owner, name="first key", scopes=list(Scope)
+    )
+    return organization, project, owner, secret
+
+
+def operator_bootstrap(
+    *,
+    actor: Actor,
+    email: str,
+    full_name: str,
+    password: str | None,
+    organization_slug: str,
+) -> tuple[User, Organization, str]:
+    """An operator (a staff user, made or promoted) owning an organization of their own that
+    holds their keys, and a new staff key (the secret). A key belongs to a member of an
+    organization, so operators need one; an existing organization must be theirs."""
+    # Its row before any append (the lock order of neocloud.transactions).
+    organization = row_lock(Organization.objects.filter(slug=organization_slug)).first()
+    user = User.objects.filter(email=email.lower()).first()
+    if user is None:
+        user = user_register(
+            actor=actor, email=email, full_name=full_name, password=password, is_staff=True
+        )
+    elif not user.is_staff:
+        user = user_update(
+            actor=actor,
+            user=user,
+            full_name=full_name or user.full_name,
+            is_staff=True,
+            is_active=True,
+        )
+    if organization is None:
+        organization = organization_create(
+            actor=actor, name=organization_slug, owner=user, slug=organization_slug
+        )
+    elif not Membership.objects.filter(
+        organization=organization, user=user, role=Role.OWNER
+    ).exists():
+        raise SlugTaken(
+            f"organization {organization_slug!r} exists and {email} is not its owner;"
+            " name another with --organization",
+            fields={"organization": ["taken by another owner"]},
+        )
+    _, secret = api_key_create(
+        actor=actor,
+        organization=organization,
+        user=user,
+        name="operator key",
+        scopes=list(Scope),
+    )
+    return user, organization, secret

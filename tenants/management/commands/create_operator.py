@@ -14,10 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry, row_lock
+from neocloud.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
-from tenants.models import Membership, Organization, Role, Scope, User
 
 PASSWORD_ENV = "NEOCLOUD_OPERATOR_PASSWORD"  # noqa: S105 - the variable's name, not a password
 
@@ -41,7 +40,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             user, organization, secret = atomic_with_retry(
-                _operator_with_key,
+                services.operator_bootstrap,
                 actor=Actor.system_actor("create_operator"),
                 email=options["email"],
                 full_name=options["name"],
@@ -54,47 +53,3 @@ class Command(BaseCommand):
         self.stdout.write(f"organization {organization.slug} ({organization.pk})")
         self.stdout.write(f"API key      {secret}")
         self.stdout.write("The key is shown once: store it now.")
-
-
-def _operator_with_key(
-    *,
-    actor: Actor,
-    email: str,
-    full_name: str,
-    password: str | None,
-    organization_slug: str,
-) -> tuple[User, Organization, str]:
-    # Its row before any append (the lock order of neocloud.transactions).
-    organization = row_lock(Organization.objects.filter(slug=organization_slug)).first()
-    user = User.objects.filter(email=email.lower()).first()
-    if user is None:
-        user = services.user_register(
-            actor=actor, email=email, full_name=full_name, password=password, is_staff=True
-        )
-    elif not user.is_staff:
-        user = services.user_update(
-            actor=actor,
-            user=user,
-            full_name=full_name or user.full_name,
-            is_staff=True,
-            is_active=True,
-        )
-    if organization is None:
-        organization = services.organization_create(
-            actor=actor, name=organization_slug, owner=user, slug=organization_slug
-        )
-    elif not Membership.objects.filter(
-        organization=organization, user=user, role=Role.OWNER
-    ).exists():
-        raise CommandError(
-            f"organization {organization_slug!r} exists and {email} is not its owner;"
-            " name another with --organization"
-        )
-    _, secret = services.api_key_create(
-        actor=actor,
-        organization=organization,
-        user=user,
-        name="operator key",
-        scopes=list(Scope),
-    )
-    return user, organization, secret

@@ -12,7 +12,6 @@ from neocloud.errors import ApplicationError
 from neocloud.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
-from tenants.models import Organization, Project, Scope, User
 
 SLUG = re.compile(r"[-a-zA-Z0-9_]{1,64}")
 
@@ -40,7 +39,7 @@ class Command(BaseCommand):
             raise CommandError(f"--project {options['project']!r}: a slug (letters, digits, -, _)")
         try:
             organization, project, owner, secret = atomic_with_retry(
-                _bootstrap,
+                services.organization_bootstrap,
                 actor=Actor.system_actor("create_organization"),
                 name=options["name"],
                 owner_email=options["owner"],
@@ -55,26 +54,3 @@ class Command(BaseCommand):
         self.stdout.write(f"owner        {owner.email}")
         self.stdout.write(f"API key      {secret}")
         self.stdout.write("The key is shown once: store it now.")
-
-
-def _bootstrap(
-    *,
-    actor: Actor,
-    name: str,
-    owner_email: str,
-    slug: str,
-    billing_email: str,
-    project_slug: str,
-) -> tuple[Organization, Project, User, str]:
-    """All of it or nothing: an organization is never left without its project or key."""
-    owner = services.user_get_or_register(actor=actor, email=owner_email)
-    organization = services.organization_create(
-        actor=actor, name=name, owner=owner, slug=slug, billing_email=billing_email
-    )
-    project = services.project_create(
-        actor=actor, organization=organization, name=project_slug, slug=project_slug
-    )
-    _, secret = services.api_key_create(
-        actor=actor, organization=organization, user=owner, name="first key", scopes=list(Scope)
-    )
-    return organization, project, owner, secret
