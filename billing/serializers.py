@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from neocloud.api.fields import (
+    StrictCharField,
+)
+
 from billing.models import BillingAccount, CreditNote, Invoice, InvoiceLine, InvoicePayment
 
 
@@ -108,7 +112,7 @@ class BillingAccountSerializer(serializers.ModelSerializer):  # type: ignore[typ
 
 
 class PaymentMethodSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    payment_method = serializers.CharField(
+    payment_method = StrictCharField(
         max_length=64, help_text="A Stripe PaymentMethod id (from Stripe.js), e.g. pm_…"
     )
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from neocloud.api.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
+
 from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
 
 
@@ -108,7 +114,7 @@ class NodeDetailSerializer(NodeSerializer):
 
 
 class NodeActionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    reason = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
 
 
 class NodeTokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -116,13 +122,13 @@ class NodeTokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class GpuReportSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    index = serializers.IntegerField(min_value=0, max_value=255)
-    healthy = serializers.BooleanField()
-    reason = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    index = StrictIntegerField(min_value=0, max_value=255)
+    healthy = StrictBooleanField()
+    reason = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    gpus = GpuReportSerializer(many=True, required=False, default=list)
+    gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)
 
 
 class HeartbeatAckSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -45,7 +45,7 @@ from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Workload
 from scheduler.specs import PricePlan as Plan
-from scheduler.specs import RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import RESERVATION_HORIZON, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import OrganizationSuspended, PermissionDenied
 from tenants.models import Organization, Project, Quota
@@ -217,6 +217,8 @@ def _reserved_shape(
         raise _refuse("ends_at", "ends_at is after starts_at")
     if starts_at < timezone.now() - START_TOLERANCE:
         raise _refuse("starts_at", "starts_at is in the past")
+    if ends_at > timezone.now() + RESERVATION_HORIZON:
+        raise _refuse("ends_at", f"ends_at is beyond {RESERVATION_HORIZON.days} days from now")
     duration = (ends_at - starts_at).total_seconds()
     if offering.max_duration_s and duration > offering.max_duration_s:
         raise _refuse(
