@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from neocloud.api.fields import (
@@ -107,6 +108,7 @@ class NodeDetailSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "steps"]
         read_only_fields = fields
 
+    @extend_schema_field(ProvisioningStepSerializer(many=True))
     def get_steps(self, node: Node) -> list[dict[str, object]]:
         """The steps of the node's latest run."""
         steps = node.steps.filter(run=node.provisioning_run)

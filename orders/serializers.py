@@ -27,6 +27,7 @@ class OrderStepSerializer(serializers.ModelSerializer):  # type: ignore[type-arg
 
 class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     steps = OrderStepSerializer(many=True, read_only=True)
+    gpu_model = serializers.CharField(read_only=True, help_text="As asked; blank: any.")
     gpu_models = serializers.ListField(child=serializers.CharField(), read_only=True)
     price_per_gpu_hour_minor = serializers.IntegerField(
         read_only=True, help_text="The price when ordered, in minor units of `currency`."

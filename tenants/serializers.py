@@ -126,7 +126,11 @@ class InvitationSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 
 
 class InvitationCreatedSerializer(InvitationSerializer):
-    token = serializers.CharField(read_only=True, help_text="Shown once; send it to the invitee.")
+    token = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="Shown once; send it to the invitee (null when the response is replayed).",
+    )
 
     class Meta(InvitationSerializer.Meta):
         fields = [*InvitationSerializer.Meta.fields, "token"]
