@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from neocloud.api.fields import (
-    StrictCharField,
-)
-
 from billing.models import BillingAccount, CreditNote, Invoice, InvoiceLine, InvoicePayment
+from neocloud.api.fields import StrictCharField
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

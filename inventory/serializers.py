@@ -5,13 +5,12 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
 )
-
-from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
 
 
 class GpuModelSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -130,7 +129,7 @@ class GpuReportSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)
+    gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)  # type: ignore[call-arg]
 
 
 class HeartbeatAckSerializer(serializers.Serializer):  # type: ignore[type-arg]

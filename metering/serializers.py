@@ -7,15 +7,14 @@ from decimal import Decimal
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from metering import selectors
+from metering.models import Budget
+from metering.services import MILLI_GPU_SECONDS_PER_GPU_HOUR
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictDecimalField,
     StrictPrimaryKeyRelatedField,
 )
-
-from metering import selectors
-from metering.models import Budget
-from metering.services import MILLI_GPU_SECONDS_PER_GPU_HOUR
 from tenants.models import Organization, Project
 
 # A billion GPU-hours: far beyond any fleet's month, and its milli-GPU-seconds fit a bigint.

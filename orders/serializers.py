@@ -12,7 +12,6 @@ from neocloud.api.fields import (
     StrictPrimaryKeyRelatedField,
     StrictSlugField,
 )
-
 from orders.models import Order, OrderStep
 from scheduler.specs import MAX_RUNTIME_S, PricePlan
 from tenants.models import Project

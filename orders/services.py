@@ -44,8 +44,8 @@ from orders.errors import (
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Workload
-from scheduler.specs import PricePlan as Plan
 from scheduler.specs import RESERVATION_HORIZON, RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
 from tenants.errors import OrganizationSuspended, PermissionDenied
 from tenants.models import Organization, Project, Quota

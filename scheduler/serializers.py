@@ -19,7 +19,6 @@ from neocloud.api.fields import (
     StrictUUIDField,
     UniqueListField,
 )
-
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from scheduler.services import TOPOLOGIES
 from scheduler.specs import (
@@ -169,9 +168,7 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
         min_value=0.001, max_value=MAX_RUNTIME_S, required=False, allow_null=True
     )
     retry_limit = StrictIntegerField(min_value=0, max_value=MAX_RETRY_LIMIT, default=0)
-    restart_policy = StrictChoiceField(
-        choices=[p.value for p in RestartPolicy], default="never"
-    )
+    restart_policy = StrictChoiceField(choices=[p.value for p in RestartPolicy], default="never")
     region = StrictSlugField(max_length=64, required=False, allow_null=True)
     reservation = StrictUUIDField(required=False, allow_null=True)
     price_plan = StrictChoiceField(choices=[p.value for p in PricePlan], default="on_demand")

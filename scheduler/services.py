@@ -516,7 +516,9 @@ def reservation_create(
     if order_id is None and starts_at < now - RESERVATION_START_TOLERANCE:
         raise _invalid("starts_at", "the window starts in the past")
     if ends_at > now + RESERVATION_HORIZON:
-        raise _invalid("ends_at", f"the window ends beyond {RESERVATION_HORIZON.days} days from now")
+        raise _invalid(
+            "ends_at", f"the window ends beyond {RESERVATION_HORIZON.days} days from now"
+        )
     spec = WorkloadSpec(name="reservation", gpu_models=(gpu_model,), region=region)
     _check_shape(spec)
     cluster = _cluster_for(spec)

@@ -82,7 +82,7 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
         return Response(s.OrganizationSerializer(organization).data)
 
     @extend_schema(responses=s.AuditEventSerializer(many=True))
-    @action(detail=True, methods=["get"], pagination_class=AuditCursor)
+    @action(detail=True, methods=["get"], pagination_class=AuditCursor, filter_backends=[])
     def events(self, request: Request, pk: str) -> Response:
         """The organization's audit feed: every event recorded for it, newest first."""
         organization = self.get_object()

@@ -67,9 +67,7 @@ class ProjectCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     name = StrictCharField(max_length=200)
     slug = StrictSlugField(max_length=64, required=False, default="")
-    description = StrictCharField(
-        max_length=5000, required=False, default="", allow_blank=True
-    )
+    description = StrictCharField(max_length=5000, required=False, default="", allow_blank=True)
 
 
 class ProjectUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -101,9 +99,7 @@ class MembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 class MembershipUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     role = StrictChoiceField(choices=Role.choices, required=False)
     projects_scope = StrictChoiceField(choices=ProjectsScope.choices, required=False)
-    projects = UniqueListField(
-        child=StrictUUIDField(), max_length=MAX_LIST_ITEMS, required=False
-    )
+    projects = UniqueListField(child=StrictUUIDField(), max_length=MAX_LIST_ITEMS, required=False)
 
 
 class InvitationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -190,9 +186,7 @@ class ApiKeyCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
         queryset=Project.objects.none(), required=False, allow_null=True, default=None
     )
     name = StrictCharField(max_length=100)
-    scopes = UniqueListField(
-        child=StrictChoiceField(choices=Scope.choices), min_length=1
-    )
+    scopes = UniqueListField(child=StrictChoiceField(choices=Scope.choices), min_length=1)
     expires_at = StrictDateTimeField(required=False, allow_null=True, default=None)
 
 

@@ -7,6 +7,7 @@ import codecs
 import json
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import exceptions, parsers
@@ -64,7 +65,7 @@ class JSONParser(parsers.JSONParser):
         self,
         stream: Any,
         media_type: str | None = None,
-        parser_context: dict[str, Any] | None = None,
+        parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         encoding = parsers.get_encoding(parser_context or {})  # type: ignore[attr-defined]
         try:

@@ -262,7 +262,11 @@ CASES: dict[str, tuple[Endpoint, Override, str] | tuple[Endpoint, Override, str,
         "ends_at",
         "shape_not_allowed",
     ),
-    "api-keys-expired": (API_KEYS, lambda w: {"expires_at": _iso(-timedelta(days=1))}, "expires_at"),
+    "api-keys-expired": (
+        API_KEYS,
+        lambda w: {"expires_at": _iso(-timedelta(days=1))},
+        "expires_at",
+    ),
     # Each item of a list once.
     "api-keys-duplicate-scopes": (API_KEYS, _with(scopes=["read", "read"]), "scopes"),
     "workloads-duplicate-gpu-models": (WORKLOADS, _with(gpu_models=["h100", "h100"]), "gpu_models"),
@@ -357,7 +361,7 @@ def test_only_json_bodies_are_read(world: World) -> None:
     assert response.json()["error"]["code"] == "unsupported_media_type"
 
 
-SPEC_BEYOND_BOUNDS = {
+SPEC_BEYOND_BOUNDS: dict[str, tuple[str, dict[str, Any]]] = {
     "runtime-1e30": ("runtime_estimate_s", {"runtime_estimate_s": 1e30}),
     "max-runtime-1e308": ("max_runtime_s", {"max_runtime_s": 1e308}),
     "cpu-milli": ("cpu_milli", {"cpu_milli": 10**12}),
@@ -383,7 +387,7 @@ def test_workload_submit_holds_the_bounds_whatever_the_caller(world: World, case
     assert Event.objects.count() == events
 
 
-WINDOWS_BEYOND_BOUNDS = {
+WINDOWS_BEYOND_BOUNDS: dict[str, tuple[str, timedelta, timedelta]] = {
     "start-in-2000": ("starts_at", timedelta(days=-365 * 26), timedelta(hours=1)),
     "start-an-hour-ago": ("starts_at", timedelta(hours=-1), timedelta(hours=1)),
     "end-in-two-years": ("ends_at", timedelta(hours=1), timedelta(days=730)),

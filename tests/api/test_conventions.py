@@ -141,7 +141,7 @@ def test_every_request_field_is_strict_and_bounded(name: str, field: Any) -> Non
     """A request field takes only its own JSON type (neocloud.api.fields) and has bounds:
     numbers a minimum and a maximum, strings and lists a maximum length."""
     if isinstance(field, serializers.ListSerializer):
-        assert field.max_length is not None
+        assert field.max_length is not None  # type: ignore[attr-defined]
         return
     if isinstance(field, serializers.ListField):
         assert isinstance(field, UniqueListField)

@@ -29,6 +29,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework.views import APIView
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -159,9 +160,18 @@ def wsgi_calls_keep_the_test_connection(db: None) -> Iterator[None]:
     request_finished.connect(close_old_connections)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _unthrottled() -> Iterator[None]:
+    """Throttling has its own tests (test_throttling.py); here it is only a cost per request
+    (two cache round trips), and a 429 would stand in for the answer being tested."""
+    throttles = APIView.throttle_classes
+    APIView.throttle_classes = []
+    yield
+    APIView.throttle_classes = throttles
+
+
 @pytest.fixture
 def operator_key(world: World, build: Builder) -> str:
-    """A key of its own for each operation: throttling counts per key."""
     return build.key(world.organization, world.operator)[1]
 
 

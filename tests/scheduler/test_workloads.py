@@ -415,10 +415,11 @@ def test_a_runtime_stored_beyond_the_bounds_never_overflows_the_run_timers(
     assert _state(blocker).status == "succeeded"
     started = _state(waiting)
     assert started.status == "running"
-    assert started.started_at is not None
+    assert started.allocation_id is not None
+    pair = (started.pk, started.allocation_id)
     assert runs.runs_reconcile() == ([], [])
-    assert runs.runs_check([(started.pk, started.allocation_id)]) == {
-        (started.pk, started.allocation_id): runs.Next(
+    assert runs.runs_check([pair]) == {
+        pair: runs.Next(
             check_in_s=pytest.approx(MAX_RUNTIME_S, abs=5)  # type: ignore[arg-type]
         )
     }
