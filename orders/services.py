@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -44,7 +44,13 @@ from orders.errors import (
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Workload
-from scheduler.specs import RESERVATION_HORIZON, RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import (
+    RESERVATION_HORIZON,
+    RESERVATION_START_TOLERANCE,
+    RestartPolicy,
+    WorkloadKind,
+    WorkloadSpec,
+)
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
 from tenants.errors import OrganizationSuspended, PermissionDenied
@@ -54,8 +60,6 @@ DEFAULT_APPROVAL_THRESHOLD_GPUS = 64
 WHOLE = 1000  # milli-GPU in one GPU
 CANCELLABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED, OrderStatus.APPROVED})
 REJECTABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED})
-# A reservation may start a little in the past: the customer's clock and ours differ.
-START_TOLERANCE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ def _reserved_shape(
         raise _refuse("starts_at", "reserved capacity needs starts_at and ends_at")
     if ends_at <= starts_at:
         raise _refuse("ends_at", "ends_at is after starts_at")
-    if starts_at < timezone.now() - START_TOLERANCE:
+    if starts_at < timezone.now() - RESERVATION_START_TOLERANCE:
         raise _refuse("starts_at", "starts_at is in the past")
     if ends_at > timezone.now() + RESERVATION_HORIZON:
         raise _refuse("ends_at", f"ends_at is beyond {RESERVATION_HORIZON.days} days from now")

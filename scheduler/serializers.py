@@ -26,6 +26,7 @@ from scheduler.specs import (
     MAX_GPUS_PER_NODE,
     MAX_MEMORY_MIB,
     MAX_NODES,
+    MAX_RESERVED_GPUS,
     MAX_RETRY_LIMIT,
     MAX_RUNTIME_S,
     PricePlan,
@@ -200,7 +201,7 @@ class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-a
 class ReservationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     gpu_model = StrictSlugField(max_length=64)
-    gpus = StrictIntegerField(min_value=1, max_value=100_000)
+    gpus = StrictIntegerField(min_value=1, max_value=MAX_RESERVED_GPUS)
     starts_at = StrictDateTimeField()
     ends_at = StrictDateTimeField()
     region = StrictSlugField(max_length=64, required=False, allow_null=True)

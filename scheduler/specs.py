@@ -18,6 +18,7 @@ MAX_NODES = 4096
 MAX_CPU_MILLI = 10_000_000  # ten thousand cores per node
 MAX_MEMORY_MIB = 1 << 30  # a PiB per node
 MAX_RETRY_LIMIT = 100
+MAX_RESERVED_GPUS = 100_000
 # A reservation may start a little in the past (the customer's clock and ours differ) and
 # ends within the horizon: capacity is not promised for years ahead.
 RESERVATION_START_TOLERANCE = timedelta(minutes=5)
