@@ -18,8 +18,9 @@ from rest_framework.utils.json import strict_constant
 MAX_DEPTH = 32
 BODY = "body"  # the field named when the problem is the body itself, not one of its fields
 # Strings are consumed whole, so brackets inside them are not counted; a key is a string
-# followed by a colon.
-_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")(\s*:)?|([\[{])|([\]}])', re.DOTALL)
+# followed by a colon. A string that never closes runs to the end (possessively): retried from
+# each escaped quote inside it, the scan would take quadratic time; the decoder refuses it.
+_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*+(?:"|\\?\Z))(\s*:)?|([\[{])|([\]}])', re.DOTALL)
 
 
 def check_depth(text: str, limit: int = MAX_DEPTH) -> None:

@@ -6,6 +6,7 @@ One table: the endpoint, the body (valid but for one field), and the field named
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -426,3 +427,19 @@ def test_reservation_may_start_a_little_in_the_past(world: World) -> None:
         ends_at=now + timedelta(hours=1),
     )
     assert reservation.gpus == 1
+
+
+@pytest.mark.django_db
+def test_an_unterminated_string_is_refused_at_once(world: World) -> None:
+    """The depth scan reads each string once, closed or not: a body of escaped quotes that
+    never closes took the scan quadratic time (12 s for 40 kB)."""
+    body = '{"name": "' + '\\"' * 100_000
+
+    started = time.perf_counter()
+    response = client_with_key(world.key).post(
+        "/api/v1/projects", body, content_type="application/json"
+    )
+
+    assert time.perf_counter() - started < 2
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "parse_error"
