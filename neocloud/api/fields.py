@@ -10,13 +10,11 @@ nature and are parsed where they are read.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from datetime import datetime
 from typing import Any, ClassVar
 
-from django.utils import timezone
 from rest_framework import serializers
 
-# No request names more items than this (projects of a member, GPU models of a workload).
+# No request names more projects than this (of a member, of an invitation).
 MAX_LIST_ITEMS = 200
 JSON_TYPE_NAMES = {
     bool: "a boolean",
@@ -111,8 +109,3 @@ class UniqueListField(serializers.ListField):
                 raise serializers.ValidationError(f"{item} is given twice.", code="duplicate")
             seen.add(item)
         return items
-
-
-def not_in_past(value: datetime) -> None:
-    if value <= timezone.now():
-        raise serializers.ValidationError("Must be in the future.", code="past")
