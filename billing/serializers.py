@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.models import BillingAccount, CreditNote, Invoice, InvoiceLine, InvoicePayment
+from neocloud.api.fields import StrictCharField
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -108,7 +109,7 @@ class BillingAccountSerializer(serializers.ModelSerializer):  # type: ignore[typ
 
 
 class PaymentMethodSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    payment_method = serializers.CharField(
+    payment_method = StrictCharField(
         max_length=64, help_text="A Stripe PaymentMethod id (from Stripe.js), e.g. pm_…"
     )
 

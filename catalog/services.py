@@ -17,6 +17,13 @@ from events.store import Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel, Region
 from neocloud.transactions import row_lock
+from scheduler.specs import (
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_RESERVED_GPUS,
+    MAX_RUNTIME_S,
+    RESERVATION_HORIZON,
+)
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
 
@@ -24,6 +31,7 @@ PRICE_PLAN_NAMESPACE = uuid.UUID("3b0f7a52-2d8e-4c1e-9a56-636174616c67")
 TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
 CURRENCY = re.compile(r"^[A-Z]{3}$")
 WHOLE = 1000  # milli-GPU in one GPU
+MAX_PRICE_PER_GPU_HOUR_MINOR = 100_000_000  # a million a GPU-hour: beyond it, a typo
 # Reserved capacity sells reserved plans only; everything else is run now, on demand or
 # preemptible.
 PLANS_BY_KIND: dict[str, frozenset[str]] = {
@@ -145,10 +153,17 @@ def _check_definition(wanted: ev.OfferingDefined) -> None:
         problems["gpu_models"] = [f"unknown GPU model {m!r}" for m in unknown]
     if len(set(wanted.gpu_models)) != len(wanted.gpu_models):
         problems["gpu_models"] = ["listed twice"]
-    if wanted.gpus_per_node < 1:
-        problems["gpus_per_node"] = ["at least 1"]
-    if wanted.max_nodes < 1:
-        problems["max_nodes"] = ["at least 1"]
+    if not 1 <= wanted.gpus_per_node <= MAX_GPUS_PER_NODE:
+        problems["gpus_per_node"] = [f"1 to {MAX_GPUS_PER_NODE}"]
+    if not 1 <= wanted.max_nodes <= MAX_NODES:
+        problems["max_nodes"] = [f"1 to {MAX_NODES}"]
+    if wanted.max_runtime_s is not None and not 1 <= wanted.max_runtime_s <= MAX_RUNTIME_S:
+        problems["max_runtime_s"] = [f"1 to {MAX_RUNTIME_S} s"]
+    if wanted.max_gpus is not None and not 1 <= wanted.max_gpus <= MAX_RESERVED_GPUS:
+        problems["max_gpus"] = [f"1 to {MAX_RESERVED_GPUS}"]
+    horizon = int(RESERVATION_HORIZON.total_seconds())
+    if wanted.max_duration_s is not None and not 1 <= wanted.max_duration_s <= horizon:
+        problems["max_duration_s"] = [f"1 to {horizon} s: a reservation ends within the horizon"]
     if wanted.topology not in TOPOLOGIES:
         problems["topology"] = [f"one of {', '.join(TOPOLOGIES)}"]
     if not 1 <= wanted.gpu_milli <= WHOLE:
@@ -208,8 +223,8 @@ def price_plan_set(
         ]
     if not CURRENCY.match(currency):
         problems["currency"] = ["an ISO 4217 code such as USD"]
-    if price_per_gpu_hour_minor < 0:
-        problems["price_per_gpu_hour_minor"] = ["not negative"]
+    if not 0 <= price_per_gpu_hour_minor <= MAX_PRICE_PER_GPU_HOUR_MINOR:
+        problems["price_per_gpu_hour_minor"] = [f"0 to {MAX_PRICE_PER_GPU_HOUR_MINOR}"]
     if problems:
         raise OfferingInvalid("price plan is not valid", fields=problems)
     plan_id = price_plan_id(current.slug, region, plan)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
+from neocloud.api.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
 
 
 class GpuModelSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -101,6 +107,7 @@ class NodeDetailSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "steps"]
         read_only_fields = fields
 
+    @extend_schema_field(ProvisioningStepSerializer(many=True))
     def get_steps(self, node: Node) -> list[dict[str, object]]:
         """The steps of the node's latest run."""
         steps = node.steps.filter(run=node.provisioning_run)
@@ -108,7 +115,7 @@ class NodeDetailSerializer(NodeSerializer):
 
 
 class NodeActionSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    reason = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
 
 
 class NodeTokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -116,13 +123,13 @@ class NodeTokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class GpuReportSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    index = serializers.IntegerField(min_value=0, max_value=255)
-    healthy = serializers.BooleanField()
-    reason = serializers.CharField(max_length=300, required=False, default="", allow_blank=True)
+    index = StrictIntegerField(min_value=0, max_value=255)
+    healthy = StrictBooleanField()
+    reason = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    gpus = GpuReportSerializer(many=True, required=False, default=list)
+    gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)  # type: ignore[call-arg]
 
 
 class HeartbeatAckSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -10,7 +10,15 @@ from rest_framework import serializers
 from metering import selectors
 from metering.models import Budget
 from metering.services import MILLI_GPU_SECONDS_PER_GPU_HOUR
+from neocloud.api.fields import (
+    StrictBooleanField,
+    StrictDecimalField,
+    StrictPrimaryKeyRelatedField,
+)
 from tenants.models import Organization, Project
+
+# A billion GPU-hours: far beyond any fleet's month, and its milli-GPU-seconds fit a bigint.
+MAX_BUDGET_GPU_HOURS = 1_000_000_000
 
 # Declared with inline_serializer: "from" is a Python keyword.
 UsageRowSerializer = inline_serializer(
@@ -87,11 +95,14 @@ class BudgetSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class BudgetSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.all())
-    project = serializers.PrimaryKeyRelatedField(
+    organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.all())
+    project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.all(), required=False, allow_null=True
     )
-    gpu_hours = serializers.DecimalField(
-        max_digits=15, decimal_places=3, min_value=Decimal("0.001")
+    gpu_hours = StrictDecimalField(
+        max_digits=15,
+        decimal_places=3,
+        min_value=Decimal("0.001"),
+        max_value=Decimal(MAX_BUDGET_GPU_HOURS),
     )
-    hard_stop = serializers.BooleanField(default=False)
+    hard_stop = StrictBooleanField(default=False)

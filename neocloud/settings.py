@@ -278,6 +278,9 @@ REST_FRAMEWORK = {
         "key": os.environ.get("THROTTLE_RATE_PER_KEY", "1200/min"),
         "anon": os.environ.get("THROTTLE_RATE_ANONYMOUS", "60/min"),
     },
+    # JSON only: types are strict (neocloud.api.fields), which a form cannot carry.
+    "DEFAULT_PARSER_CLASSES": ["neocloud.api.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

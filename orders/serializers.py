@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from neocloud.api.fields import (
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictIntegerField,
+    StrictPrimaryKeyRelatedField,
+    StrictSlugField,
+)
 from orders.models import Order, OrderStep
-from scheduler.specs import PricePlan
+from scheduler.specs import MAX_RUNTIME_S, PricePlan
 from tenants.models import Project
 
 
@@ -18,6 +26,7 @@ class OrderStepSerializer(serializers.ModelSerializer):  # type: ignore[type-arg
 
 class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     steps = OrderStepSerializer(many=True, read_only=True)
+    gpu_model = serializers.CharField(read_only=True, help_text="As asked; blank: any.")
     gpu_models = serializers.ListField(child=serializers.CharField(), read_only=True)
     price_per_gpu_hour_minor = serializers.IntegerField(
         read_only=True, help_text="The price when ordered, in minor units of `currency`."
@@ -66,25 +75,25 @@ class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class OrderCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    project = serializers.PrimaryKeyRelatedField(queryset=Project.objects.none())
-    offering = serializers.SlugField(max_length=64)
-    region = serializers.SlugField(max_length=64)
-    price_plan = serializers.ChoiceField(choices=[p.value for p in PricePlan])
-    quantity = serializers.IntegerField(
+    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.none())
+    offering = StrictSlugField(max_length=64)
+    region = StrictSlugField(max_length=64)
+    price_plan = StrictChoiceField(choices=[p.value for p in PricePlan])
+    quantity = StrictIntegerField(
         min_value=1,
         max_value=100_000,
         default=1,
         help_text="Units of the offering: 1 instance, training nodes, inference replicas, or"
         " reserved GPUs.",
     )
-    gpu_model = serializers.SlugField(max_length=64, required=False, allow_null=True, default=None)
-    runtime_estimate_s = serializers.IntegerField(
-        min_value=1, max_value=10 * 365 * 86_400, required=False, allow_null=True, default=None
+    gpu_model = StrictSlugField(max_length=64, required=False, allow_null=True, default=None)
+    runtime_estimate_s = StrictIntegerField(
+        min_value=1, max_value=MAX_RUNTIME_S, required=False, allow_null=True, default=None
     )
-    starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    name = serializers.CharField(max_length=128, required=False, default="", allow_blank=True)
+    starts_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+    ends_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+    name = StrictCharField(max_length=128, required=False, default="", allow_blank=True)
 
 
 class OrderCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(max_length=500, required=False, default="", allow_blank=True)
+    reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -43,8 +43,14 @@ from orders.errors import (
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import FINAL_STATUSES, Reservation, ReservationStatus, Workload
+from scheduler.specs import (
+    RESERVATION_HORIZON,
+    RESERVATION_START_TOLERANCE,
+    RestartPolicy,
+    WorkloadKind,
+    WorkloadSpec,
+)
 from scheduler.specs import PricePlan as Plan
-from scheduler.specs import RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
 from tenants.models import Organization, Project, Quota
@@ -54,8 +60,6 @@ SYSTEM = Actor.system_actor("orders")
 WHOLE = 1000  # milli-GPU in one GPU
 CANCELLABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED, OrderStatus.APPROVED})
 REJECTABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED})
-# A reservation may start a little in the past: the customer's clock and ours differ.
-START_TOLERANCE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -215,8 +219,10 @@ def _reserved_shape(
         raise _refuse("starts_at", "reserved capacity needs starts_at and ends_at")
     if ends_at <= starts_at:
         raise _refuse("ends_at", "ends_at is after starts_at")
-    if starts_at < timezone.now() - START_TOLERANCE:
+    if starts_at < timezone.now() - RESERVATION_START_TOLERANCE:
         raise _refuse("starts_at", "starts_at is in the past")
+    if ends_at > timezone.now() + RESERVATION_HORIZON:
+        raise _refuse("ends_at", f"ends_at is beyond {RESERVATION_HORIZON.days} days from now")
     duration = (ends_at - starts_at).total_seconds()
     if offering.max_duration_s and duration > offering.max_duration_s:
         raise _refuse(

@@ -25,6 +25,7 @@ from neocloud.redaction import redact
 from neocloud.transactions import atomic_with_retry
 from scheduler import services
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
+from scheduler.specs import MAX_RUNTIME_S
 from tenants.access import Actor
 
 logger = logging.getLogger(__name__)
@@ -145,8 +146,8 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
         )
         if state.outcome is not RunOutcome.RUNNING:
             ending.append((pair, state.outcome.value, state.message))
-        elif workload.max_runtime_s is not None and now >= workload.started_at + timedelta(
-            seconds=workload.max_runtime_s
+        elif workload.max_runtime_s is not None and now >= workload.started_at + _span(
+            workload.max_runtime_s
         ):
             run_stop(*pair)
             ending.append(
@@ -191,8 +192,14 @@ def _next_check(workload: Workload) -> Next:
     ends = [s for s in (workload.runtime_estimate_s, workload.max_runtime_s) if s is not None]
     if not ends:
         return Next()
-    due = workload.started_at + timedelta(seconds=min(ends))
+    due = workload.started_at + _span(min(ends))
     return Next(check_in_s=max(0.0, (due - timezone.now()).total_seconds()))
+
+
+def _span(seconds: float) -> timedelta:
+    """``seconds`` as a timedelta, capped at the longest runtime a request may ask for: a
+    runtime stored before that bound (or by a path that skipped it) must not overflow."""
+    return timedelta(seconds=min(seconds, MAX_RUNTIME_S))
 
 
 def runs_reconcile() -> tuple[list[tuple[uuid.UUID, uuid.UUID]], list[tuple[uuid.UUID, uuid.UUID]]]:

@@ -7,9 +7,32 @@ from typing import Any
 from django.db.models import Q
 from rest_framework import serializers
 
+from neocloud.api.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictPrimaryKeyRelatedField,
+    StrictSlugField,
+    StrictUUIDField,
+    UniqueListField,
+)
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from scheduler.services import TOPOLOGIES
-from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind
+from scheduler.specs import (
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_MIB,
+    MAX_NODES,
+    MAX_RESERVED_GPUS,
+    MAX_RETRY_LIMIT,
+    MAX_RUNTIME_S,
+    PricePlan,
+    RestartPolicy,
+    WorkloadKind,
+)
 from tenants.models import Project
 
 
@@ -110,35 +133,46 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    project = serializers.PrimaryKeyRelatedField(queryset=Project.objects.all())
-    name = serializers.CharField(max_length=128)
-    kind = serializers.ChoiceField(choices=[k.value for k in WorkloadKind], default="job")
-    offering = serializers.SlugField(required=False, help_text="fill the rest from an offering")
-    quantity = serializers.IntegerField(
-        min_value=1, required=False, help_text="with an offering: instances or replicas"
+    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
+    name = StrictCharField(max_length=128)
+    kind = StrictChoiceField(choices=[k.value for k in WorkloadKind], default="job")
+    offering = StrictSlugField(
+        max_length=64, required=False, help_text="fill the rest from an offering"
     )
-    gpu_model = serializers.SlugField(required=False, help_text="with an offering: its model")
-    gpu_models = serializers.ListField(
-        child=serializers.SlugField(), required=False, default=list, max_length=16
+    quantity = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_NODES,
+        required=False,
+        help_text="with an offering: instances or replicas",
     )
-    gpus_per_node = serializers.IntegerField(min_value=1, max_value=1024, default=1)
-    nodes = serializers.IntegerField(min_value=1, max_value=4096, default=1)
-    min_nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-    gpu_milli = serializers.IntegerField(min_value=1, max_value=1000, default=1000)
-    cpu_milli = serializers.IntegerField(min_value=0, default=0)
-    memory_mib = serializers.IntegerField(min_value=0, default=0)
-    priority_class = serializers.SlugField(default="standard")
-    preemptible = serializers.BooleanField(default=False)
-    topology = serializers.ChoiceField(choices=list(TOPOLOGIES), default="any")
-    runtime_estimate_s = serializers.FloatField(min_value=0.001, required=False, allow_null=True)
-    max_runtime_s = serializers.FloatField(min_value=0.001, required=False, allow_null=True)
-    retry_limit = serializers.IntegerField(min_value=0, max_value=100, default=0)
-    restart_policy = serializers.ChoiceField(
-        choices=[p.value for p in RestartPolicy], default="never"
+    gpu_model = StrictSlugField(
+        max_length=64, required=False, help_text="with an offering: its model"
     )
-    region = serializers.SlugField(required=False, allow_null=True)
-    reservation = serializers.UUIDField(required=False, allow_null=True)
-    price_plan = serializers.ChoiceField(
+    gpu_models = UniqueListField(
+        child=StrictSlugField(max_length=64), required=False, default=list, max_length=16
+    )
+    gpus_per_node = StrictIntegerField(min_value=1, max_value=MAX_GPUS_PER_NODE, default=1)
+    nodes = StrictIntegerField(min_value=1, max_value=MAX_NODES, default=1)
+    min_nodes = StrictIntegerField(
+        min_value=1, max_value=MAX_NODES, required=False, allow_null=True
+    )
+    gpu_milli = StrictIntegerField(min_value=1, max_value=1000, default=1000)
+    cpu_milli = StrictIntegerField(min_value=0, max_value=MAX_CPU_MILLI, default=0)
+    memory_mib = StrictIntegerField(min_value=0, max_value=MAX_MEMORY_MIB, default=0)
+    priority_class = StrictSlugField(max_length=64, default="standard")
+    preemptible = StrictBooleanField(default=False)
+    topology = StrictChoiceField(choices=list(TOPOLOGIES), default="any")
+    runtime_estimate_s = StrictFloatField(
+        min_value=0.001, max_value=MAX_RUNTIME_S, required=False, allow_null=True
+    )
+    max_runtime_s = StrictFloatField(
+        min_value=0.001, max_value=MAX_RUNTIME_S, required=False, allow_null=True
+    )
+    retry_limit = StrictIntegerField(min_value=0, max_value=MAX_RETRY_LIMIT, default=0)
+    restart_policy = StrictChoiceField(choices=[p.value for p in RestartPolicy], default="never")
+    region = StrictSlugField(max_length=64, required=False, allow_null=True)
+    reservation = StrictUUIDField(required=False, allow_null=True)
+    price_plan = StrictChoiceField(
         choices=[p.value for p in PricePlan],
         required=False,
         help_text="follows from the workload (reservation, preemptible, else on demand);"
@@ -147,7 +181,7 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
 
 
 class WorkloadCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(max_length=200, required=False, default="")
+    reason = StrictCharField(max_length=200, required=False, default="")
 
 
 class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -170,12 +204,12 @@ class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-a
 
 
 class ReservationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    project = serializers.PrimaryKeyRelatedField(queryset=Project.objects.all())
-    gpu_model = serializers.SlugField()
-    gpus = serializers.IntegerField(min_value=1, max_value=100_000)
-    starts_at = serializers.DateTimeField()
-    ends_at = serializers.DateTimeField()
-    region = serializers.SlugField(required=False, allow_null=True)
+    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
+    gpu_model = StrictSlugField(max_length=64)
+    gpus = StrictIntegerField(min_value=1, max_value=MAX_RESERVED_GPUS)
+    starts_at = StrictDateTimeField()
+    ends_at = StrictDateTimeField()
+    region = StrictSlugField(max_length=64, required=False, allow_null=True)
 
 
 class QueueUsageSerializer(serializers.Serializer):  # type: ignore[type-arg]

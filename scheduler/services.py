@@ -47,7 +47,20 @@ from scheduler.models import (
     Workload,
     WorkloadStatus,
 )
-from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import (
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_NODE,
+    MAX_MEMORY_MIB,
+    MAX_NODES,
+    MAX_RETRY_LIMIT,
+    MAX_RUNTIME_S,
+    RESERVATION_HORIZON,
+    RESERVATION_START_TOLERANCE,
+    PricePlan,
+    RestartPolicy,
+    WorkloadKind,
+    WorkloadSpec,
+)
 from tenants.access import Action, Actor
 from tenants.errors import OrganizationSuspended, PermissionDenied
 from tenants.models import Organization, Project, Quota
@@ -310,10 +323,10 @@ def _invalid(field: str, message: str, code: str = "invalid") -> ValidationFaile
 def _check_shape(spec: WorkloadSpec) -> None:
     if not spec.name.strip():
         raise _invalid("name", "a workload needs a name", "required")
-    if spec.gpus_per_node < 1:
-        raise _invalid("gpus_per_node", "gpus_per_node must be at least 1")
-    if spec.nodes < 1:
-        raise _invalid("nodes", "nodes must be at least 1")
+    if not 1 <= spec.gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise _invalid("gpus_per_node", f"gpus_per_node must be between 1 and {MAX_GPUS_PER_NODE}")
+    if not 1 <= spec.nodes <= MAX_NODES:
+        raise _invalid("nodes", f"nodes must be between 1 and {MAX_NODES}")
     if spec.min_nodes is not None and not 1 <= spec.min_nodes <= spec.nodes:
         raise _invalid("min_nodes", "min_nodes must be between 1 and nodes")
     if not 1 <= spec.gpu_milli <= 1000:
@@ -326,10 +339,14 @@ def _check_shape(spec: WorkloadSpec) -> None:
         raise _invalid("topology", "a single_node workload has nodes = 1")
     for name in ("runtime_estimate_s", "max_runtime_s"):
         value = getattr(spec, name)
-        if value is not None and value <= 0:
-            raise _invalid(name, f"{name} must be positive")
-    if spec.cpu_milli < 0 or spec.memory_mib < 0:
-        raise _invalid("cpu_milli", "CPU and memory cannot be negative")
+        if value is not None and not 0 < value <= MAX_RUNTIME_S:
+            raise _invalid(name, f"{name} must be positive and at most {MAX_RUNTIME_S} s")
+    if not 0 <= spec.cpu_milli <= MAX_CPU_MILLI:
+        raise _invalid("cpu_milli", f"cpu_milli must be between 0 and {MAX_CPU_MILLI}")
+    if not 0 <= spec.memory_mib <= MAX_MEMORY_MIB:
+        raise _invalid("memory_mib", f"memory_mib must be between 0 and {MAX_MEMORY_MIB}")
+    if not 0 <= spec.retry_limit <= MAX_RETRY_LIMIT:
+        raise _invalid("retry_limit", f"retry_limit must be between 0 and {MAX_RETRY_LIMIT}")
     if spec.kind is WorkloadKind.JOB and spec.restart_policy is RestartPolicy.ALWAYS:
         raise _invalid("restart_policy", "a job is retried by retry_limit, not restarted always")
     unknown = set(spec.gpu_models) - set(
@@ -615,8 +632,16 @@ def reservation_create(
         raise _invalid("gpus", "gpus must be at least 1")
     if ends_at <= starts_at:
         raise _invalid("ends_at", "the window must end after it starts")
-    if ends_at <= timezone.now():
+    now = timezone.now()
+    if ends_at <= now:
         raise _invalid("ends_at", "the window is over")
+    # An order's window was checked when it was placed; its approval may come after the start.
+    if order_id is None and starts_at < now - RESERVATION_START_TOLERANCE:
+        raise _invalid("starts_at", "the window starts in the past")
+    if ends_at > now + RESERVATION_HORIZON:
+        raise _invalid(
+            "ends_at", f"the window ends beyond {RESERVATION_HORIZON.days} days from now"
+        )
     spec = WorkloadSpec(name="reservation", gpu_models=(gpu_model,), region=region)
     _check_shape(spec)
     cluster = _cluster_for(spec)

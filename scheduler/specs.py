@@ -8,6 +8,21 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
+
+# Bounds of what may be asked for. Beyond them a number is a mistake, and a run's end
+# (start + runtime) would overflow a datetime; the API and ``workload_submit`` both hold them.
+MAX_RUNTIME_S = 10 * 365 * 86_400  # ten years
+MAX_GPUS_PER_NODE = 1024
+MAX_NODES = 4096
+MAX_CPU_MILLI = 10_000_000  # ten thousand cores per node
+MAX_MEMORY_MIB = 1 << 30  # a PiB per node
+MAX_RETRY_LIMIT = 100
+MAX_RESERVED_GPUS = 100_000
+# A reservation may start a little in the past (the customer's clock and ours differ) and
+# ends within the horizon: capacity is not promised for years ahead.
+RESERVATION_START_TOLERANCE = timedelta(minutes=5)
+RESERVATION_HORIZON = timedelta(days=366)
 
 
 class WorkloadKind(enum.StrEnum):

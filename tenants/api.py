@@ -25,6 +25,13 @@ from tenants.access import Action
 from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota
 
 
+class AuditCursor(CursorPagination):
+    ordering = "-position"
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
 class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
     """Organizations the caller belongs to (operators: all)."""
 
@@ -74,20 +81,12 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
         return Response(s.OrganizationSerializer(organization).data)
 
     @extend_schema(responses=s.AuditEventSerializer(many=True))
-    @action(detail=True, methods=["get"], pagination_class=None)
+    @action(detail=True, methods=["get"], pagination_class=AuditCursor, filter_backends=[])
     def events(self, request: Request, pk: str) -> Response:
         """The organization's audit feed: every event recorded for it, newest first."""
         feed = selectors.audit_feed(actor=self.actor, organization=self.get_object())
-        paginator = AuditCursor()
-        page = paginator.paginate_queryset(feed, request, view=self)
-        return paginator.get_paginated_response(s.AuditEventSerializer(page, many=True).data)
-
-
-class AuditCursor(CursorPagination):
-    ordering = "-position"
-    page_size = 100
-    page_size_query_param = "page_size"
-    max_page_size = 1000
+        page = self.paginate_queryset(feed)
+        return self.get_paginated_response(s.AuditEventSerializer(page, many=True).data)
 
 
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):

@@ -7,6 +7,18 @@ from typing import Any
 from rest_framework import serializers
 
 from events.models import Event
+from neocloud.api.fields import (
+    MAX_LIST_ITEMS,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictEmailField,
+    StrictIntegerField,
+    StrictPrimaryKeyRelatedField,
+    StrictSlugField,
+    StrictUUIDField,
+    UniqueListField,
+)
 from tenants import selectors
 from tenants.models import (
     ApiKey,
@@ -30,19 +42,19 @@ class OrganizationSerializer(serializers.ModelSerializer):  # type: ignore[type-
 
 
 class OrganizationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    name = serializers.CharField(max_length=200)
-    slug = serializers.SlugField(max_length=64, required=False, default="")
-    billing_email = serializers.EmailField(required=False, default="")
-    owner_email = serializers.EmailField()
+    name = StrictCharField(max_length=200)
+    slug = StrictSlugField(max_length=64, required=False, default="")
+    billing_email = StrictEmailField(max_length=254, required=False, default="")
+    owner_email = StrictEmailField(max_length=254)
 
 
 class OrganizationUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    name = serializers.CharField(max_length=200, required=False)
-    billing_email = serializers.EmailField(required=False)
+    name = StrictCharField(max_length=200, required=False)
+    billing_email = StrictEmailField(max_length=254, required=False)
 
 
 class SuspendSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    reason = serializers.CharField(max_length=500)
+    reason = StrictCharField(max_length=500)
 
 
 class ProjectSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -53,15 +65,15 @@ class ProjectSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class ProjectCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
-    name = serializers.CharField(max_length=200)
-    slug = serializers.SlugField(max_length=64, required=False, default="")
-    description = serializers.CharField(required=False, default="", allow_blank=True)
+    organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
+    name = StrictCharField(max_length=200)
+    slug = StrictSlugField(max_length=64, required=False, default="")
+    description = StrictCharField(max_length=5000, required=False, default="", allow_blank=True)
 
 
 class ProjectUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    name = serializers.CharField(max_length=200, required=False)
-    description = serializers.CharField(required=False, allow_blank=True)
+    name = StrictCharField(max_length=200, required=False)
+    description = StrictCharField(max_length=5000, required=False, allow_blank=True)
 
 
 class MembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -86,9 +98,9 @@ class MembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 
 
 class MembershipUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    role = serializers.ChoiceField(choices=Role.choices, required=False)
-    projects_scope = serializers.ChoiceField(choices=ProjectsScope.choices, required=False)
-    projects = serializers.ListField(child=serializers.UUIDField(), required=False)
+    role = StrictChoiceField(choices=Role.choices, required=False)
+    projects_scope = StrictChoiceField(choices=ProjectsScope.choices, required=False)
+    projects = UniqueListField(child=StrictUUIDField(), max_length=MAX_LIST_ITEMS, required=False)
 
 
 class InvitationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -111,7 +123,11 @@ class InvitationSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 
 
 class InvitationCreatedSerializer(InvitationSerializer):
-    token = serializers.CharField(read_only=True, help_text="Shown once; send it to the invitee.")
+    token = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="Shown once; send it to the invitee (null when the response is replayed).",
+    )
 
     class Meta(InvitationSerializer.Meta):
         fields = [*InvitationSerializer.Meta.fields, "token"]
@@ -119,17 +135,19 @@ class InvitationCreatedSerializer(InvitationSerializer):
 
 
 class InvitationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
-    email = serializers.EmailField()
-    role = serializers.ChoiceField(choices=Role.choices)
-    projects_scope = serializers.ChoiceField(
+    organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
+    email = StrictEmailField(max_length=254)
+    role = StrictChoiceField(choices=Role.choices)
+    projects_scope = StrictChoiceField(
         choices=ProjectsScope.choices, required=False, default=ProjectsScope.ALL
     )
-    projects = serializers.ListField(child=serializers.UUIDField(), required=False, default=list)
+    projects = UniqueListField(
+        child=StrictUUIDField(), max_length=MAX_LIST_ITEMS, required=False, default=list
+    )
 
 
 class InvitationAcceptSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    token = serializers.CharField(max_length=200)
+    token = StrictCharField(max_length=200)
 
 
 class ApiKeySerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -164,15 +182,13 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class ApiKeyCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
-    project = serializers.PrimaryKeyRelatedField(
+    organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
+    project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.none(), required=False, allow_null=True, default=None
     )
-    name = serializers.CharField(max_length=100)
-    scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=Scope.choices), min_length=1
-    )
-    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    name = StrictCharField(max_length=100)
+    scopes = UniqueListField(child=StrictChoiceField(choices=Scope.choices), min_length=1)
+    expires_at = StrictDateTimeField(required=False, allow_null=True, default=None)
 
 
 class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -192,13 +208,13 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class QuotaSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    organization = serializers.PrimaryKeyRelatedField(queryset=Organization.objects.none())
-    project = serializers.PrimaryKeyRelatedField(
+    organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
+    project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.none(), required=False, allow_null=True, default=None
     )
-    gpu_model = serializers.SlugField(max_length=64)
-    max_gpus = serializers.IntegerField(min_value=0, max_value=1_000_000)
-    monthly_gpu_hours = serializers.IntegerField(
+    gpu_model = StrictSlugField(max_length=64)
+    max_gpus = StrictIntegerField(min_value=0, max_value=1_000_000)
+    monthly_gpu_hours = StrictIntegerField(
         min_value=0, max_value=100_000_000, required=False, allow_null=True, default=None
     )
 

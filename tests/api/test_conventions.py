@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.settings import spectacular_settings
+from rest_framework import serializers
+
+from neocloud.api.fields import StrictType, UniqueListField
 
 pytestmark = pytest.mark.django_db
 
@@ -93,3 +100,58 @@ def test_session_login_works_and_writes_need_the_csrf_token(build) -> None:  # t
     assert forged.status_code == 403
     assert "CSRF" in forged.json()["error"]["message"]
     assert honest.status_code == 201
+
+
+def _request_fields() -> list[tuple[str, Any]]:
+    """Every writable field of the serializer each operation documents as its request body,
+    nested ones included."""
+    generator = SchemaGenerator()  # type: ignore[no-untyped-call]
+    generator._initialise_endpoints()  # type: ignore[no-untyped-call]
+    found: dict[str, Any] = {}
+    for path, _, method, view in generator._get_paths_and_endpoints():  # type: ignore[no-untyped-call]
+        view.request = spectacular_settings.GET_MOCK_REQUEST(method, path, view, None)
+        request = view.schema.get_request_serializer()
+        if request is not None and method in {"POST", "PUT", "PATCH"}:
+            _collect(request if isinstance(request, type) else type(request), found)
+    return sorted(found.items())
+
+
+def _collect(kind: type[serializers.Serializer], found: dict[str, Any]) -> None:  # type: ignore[type-arg]
+    for name, field in kind().fields.items():
+        if field.read_only:
+            continue
+        found[f"{kind.__name__}.{name}"] = field
+        nested = getattr(field, "child", field)
+        if isinstance(nested, serializers.Serializer):
+            _collect(type(nested), found)
+
+
+REQUEST_FIELDS = _request_fields()
+
+
+def test_request_fields_are_found() -> None:
+    names = dict(REQUEST_FIELDS)
+    assert "WorkloadCreateSerializer.runtime_estimate_s" in names
+    assert "GpuReportSerializer.healthy" in names  # nested in the heartbeat's
+    assert len(names) > 60
+
+
+@pytest.mark.parametrize(("name", "field"), REQUEST_FIELDS, ids=[n for n, _ in REQUEST_FIELDS])
+def test_every_request_field_is_strict_and_bounded(name: str, field: Any) -> None:
+    """A request field takes only its own JSON type (neocloud.api.fields) and has bounds:
+    numbers a minimum and a maximum, strings and lists a maximum length."""
+    if isinstance(field, serializers.ListSerializer):
+        assert field.max_length is not None  # type: ignore[attr-defined]
+        return
+    if isinstance(field, serializers.ListField):
+        assert isinstance(field, UniqueListField)
+        assert field.max_length is not None or isinstance(field.child, serializers.ChoiceField)
+        field = field.child
+    assert isinstance(field, StrictType)
+    if isinstance(field, serializers.IntegerField | serializers.FloatField):
+        assert field.min_value is not None
+        assert field.max_value is not None
+    elif isinstance(field, serializers.DecimalField):
+        assert field.max_value is not None
+    elif isinstance(field, serializers.CharField):
+        assert field.max_length is not None

@@ -57,6 +57,19 @@ def test_defining_the_same_offering_again_records_nothing() -> None:
         pytest.param({"kind": "instance", "max_nodes": 2}, "max_nodes", id="instance-on-2-nodes"),
         pytest.param({"kind": "reserved"}, "max_gpus", id="reserved-without-limits"),
         pytest.param({"topology": "same_planet"}, "topology", id="unknown-topology"),
+        pytest.param({"gpus_per_node": 10**6}, "gpus_per_node", id="gpus-per-node-beyond-bound"),
+        pytest.param({"max_nodes": 10**6}, "max_nodes", id="max-nodes-beyond-bound"),
+        pytest.param({"max_runtime_s": 10**12}, "max_runtime_s", id="runtime-beyond-bound"),
+        pytest.param(
+            {"kind": "reserved", "max_gpus": 8, "max_duration_s": 10**9},
+            "max_duration_s",
+            id="reservation-longer-than-the-horizon",
+        ),
+        pytest.param(
+            {"kind": "reserved", "max_gpus": 10**7, "max_duration_s": 3600},
+            "max_gpus",
+            id="max-gpus-beyond-bound",
+        ),
     ],
 )
 def test_an_offering_that_could_never_be_ordered_is_refused(
@@ -95,15 +108,17 @@ def test_only_operators_change_the_catalog(build: Builder) -> None:
     [
         pytest.param("reserved", "USD", "plan", id="reserved-price-on-an-instance"),
         pytest.param("on_demand", "usd", "currency", id="not-iso-4217"),
+        pytest.param("on_demand", "USD", "price_per_gpu_hour_minor", id="price-beyond-bound"),
     ],
 )
 def test_a_price_plan_the_offering_cannot_have_is_refused(
     shop: shop_builders.Shop, plan: str, currency: str, field: str
 ) -> None:
     instance = Offering.objects.get(slug="1xh100")
+    minor = 10**12 if field == "price_per_gpu_hour_minor" else 100
 
     with pytest.raises(ApplicationError) as refused:
-        shop_builders.price(instance, plan, 100, currency)
+        shop_builders.price(instance, plan, minor, currency)
 
     assert refused.value.code == "offering_invalid"
     assert field in refused.value.fields

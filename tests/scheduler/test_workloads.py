@@ -16,10 +16,10 @@ from events import store
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Node
-from scheduler import audit, scheduling, services, tasks
+from scheduler import audit, runs, scheduling, services, tasks
 from scheduler import events as ev
 from scheduler.models import Allocation, Workload
-from scheduler.specs import RestartPolicy, WorkloadKind
+from scheduler.specs import MAX_RUNTIME_S, RestartPolicy, WorkloadKind
 from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import SYSTEM, Builder, client_with_key, run
@@ -399,3 +399,28 @@ def test_a_service_restarts_after_a_failure_by_its_policy_and_not_with_never(
     held = Allocation.objects.get(workload=never)
     run(inventory.node_fail, node=Node.objects.get(pk=held.placements[0]["node_id"]), reason="y")
     assert _state(never).status == "failed"
+
+
+def test_a_runtime_stored_beyond_the_bounds_never_overflows_the_run_timers(
+    tenant: Tenant, in_process: None
+) -> None:
+    """Defence in depth: a runtime no request may ask for now (1e30 s, stored before the
+    bound) still starts its run, and its checks fall due at the longest runtime allowed."""
+    ready_fleet(nodes=1, gpus=8)
+    blocker = _submit(tenant, name="blocker", gpus=8)
+    waiting = _submit(tenant, name="waiting", gpus=8, runtime_estimate_s=60)
+    Workload.objects.filter(pk=waiting.pk).update(runtime_estimate_s=1e30, max_runtime_s=1e308)
+
+    _finish_runs()
+
+    assert _state(blocker).status == "succeeded"
+    started = _state(waiting)
+    assert started.status == "running"
+    assert started.allocation_id is not None
+    pair = (started.pk, started.allocation_id)
+    assert runs.runs_reconcile() == ([], [])
+    assert runs.runs_check([pair]) == {
+        pair: runs.Next(
+            check_in_s=pytest.approx(MAX_RUNTIME_S, abs=5)  # type: ignore[arg-type]
+        )
+    }
