@@ -27,6 +27,12 @@ class PaymentMethodDeclined(ApplicationError):
     http_status = 402
 
 
+class PaymentMethodInvalid(ValidationFailed):
+    """Stripe knows no such PaymentMethod, or refuses it as a request (not a decline)."""
+
+    code = "payment_method_invalid"
+
+
 class PaymentProviderUnavailable(ApplicationError):
     """Stripe could not be reached after the SDK's retries: try again later."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from billing.models import BillingAccount, CreditNote, Invoice, InvoiceLine, InvoicePayment
@@ -110,7 +111,11 @@ class BillingAccountSerializer(serializers.ModelSerializer):  # type: ignore[typ
 
 class PaymentMethodSerializer(serializers.Serializer):  # type: ignore[type-arg]
     payment_method = StrictCharField(
-        max_length=64, help_text="A Stripe PaymentMethod id (from Stripe.js), e.g. pm_…"
+        max_length=64,
+        validators=[
+            RegexValidator(r"^(pm|card|src)_[A-Za-z0-9_]+$", "not a Stripe PaymentMethod id")
+        ],
+        help_text="A Stripe PaymentMethod id (from Stripe.js), e.g. pm_…",
     )
 
 

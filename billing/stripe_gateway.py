@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import stripe
 from django.conf import settings
 
-from billing.errors import PaymentMethodDeclined, PaymentProviderUnavailable
+from billing.errors import PaymentMethodDeclined, PaymentMethodInvalid, PaymentProviderUnavailable
 
 SIMULATED_DECLINES = ("pm_card_chargeCustomerFail", "pm_card_visa_chargeDeclined")
 
@@ -96,8 +96,9 @@ class StripeGateway:
                 exc.user_message or "the card was declined", details={"decline_code": exc.code}
             ) from exc
         except stripe.InvalidRequestError as exc:
-            raise PaymentMethodDeclined(
-                exc.user_message or "unknown payment method", details={"decline_code": exc.code}
+            raise PaymentMethodInvalid(
+                exc.user_message or "no such payment method",
+                fields={"payment_method": [exc.user_message or "unknown"]},
             ) from exc
         card = method.to_dict().get("card") or {}
         self._call(

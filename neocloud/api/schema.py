@@ -40,6 +40,12 @@ ERRORS_WRITE = {
     "400": "Invalid input: see `fields`.",
     "409": "Conflict with the current state (e.g. `last_owner`, `slug_taken`).",
 }
+# Creating and acting POSTs may also meet the organization's standing and the payment provider.
+ERRORS_POST = {
+    "402": "Payment required: `payment_required` (unpaid invoices, a spent budget) or"
+    " `card_declined`.",
+    "503": "Retry later: `payment_provider_unavailable`, `webhook_conflict`.",
+}
 
 
 class AutoSchema(SpectacularAutoSchema):
@@ -69,6 +75,8 @@ class AutoSchema(SpectacularAutoSchema):
         codes = dict(ERRORS_ALWAYS)
         if self.method in {"POST", "PUT", "PATCH", "DELETE"}:
             codes.update(ERRORS_WRITE)
+        if self.method == "POST":
+            codes.update(ERRORS_POST)
         elif self._is_list():
             codes["400"] = "Invalid filter or ordering."
             codes["404"] = "Invalid page cursor."

@@ -69,6 +69,20 @@ def test_a_card_declined_when_attached_is_refused(
     assert pay(customer, invoice).json()["payments"][0]["code"] == "no_payment_method"
 
 
+def test_an_unknown_payment_method_is_bad_input_not_a_decline(
+    customer: commerce_builders.Customer,
+) -> None:
+    refused = attach(customer, "pm_no_such_method")
+    malformed = attach(customer, "X-Request-ID")
+
+    for response in (refused, malformed):
+        assert response.status_code == 400
+        assert list(response.json()["error"]["fields"]) == ["payment_method"]
+    assert refused.json()["error"]["code"] == "payment_method_invalid"
+    assert malformed.json()["error"]["code"] == "invalid"
+    assert not Event.objects.filter(type="billing.PaymentMethodSet").exists()
+
+
 def test_members_and_viewers_cannot_pay(
     customer: commerce_builders.Customer, invoice: Invoice
 ) -> None:
