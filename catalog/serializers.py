@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from catalog import services
 from catalog.models import Offering, PricePlan
 
 
@@ -43,24 +44,7 @@ class OfferingSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     class Meta:
         model = Offering
-        fields = [
-            "slug",
-            "name",
-            "description",
-            "kind",
-            "gpu_models",
-            "gpus_per_node",
-            "max_nodes",
-            "gang",
-            "gpu_milli",
-            "topology",
-            "max_runtime_s",
-            "max_gpus",
-            "max_duration_s",
-            "active",
-            "price_plans",
-            "availability",
-        ]
+        fields = [*services.DEFINITION_FIELDS, "active", "price_plans", "availability"]
         read_only_fields = fields
 
     def _region(self) -> str | None:

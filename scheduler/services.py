@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from events import store
@@ -660,12 +660,8 @@ def reservation_create(
                 state__in=["decommissioned", "decommissioning", "failed"]
             )
         )
-        overlapping = Reservation.objects.filter(
-            cluster_id=cluster.pk,
-            gpu_model=gpu_model,
-            status=ReservationStatus.ACTIVE,
-            starts_at__lt=ends_at,
-            ends_at__gt=starts_at,
+        overlapping = _reservations_overlapping(starts_at, ends_at).filter(
+            cluster_id=cluster.pk, gpu_model=gpu_model
         )
         held = sum(r.gpus for r in overlapping)
         if held + gpus > fleet:
@@ -698,17 +694,20 @@ def reservation_create(
     return Reservation.objects.get(pk=reservation_id)
 
 
+def _reservations_overlapping(starts_at: datetime, ends_at: datetime) -> QuerySet[Reservation]:
+    """Active reservations whose window meets ``[starts_at, ends_at)``."""
+    return Reservation.objects.filter(
+        status=ReservationStatus.ACTIVE, starts_at__lt=ends_at, ends_at__gt=starts_at
+    )
+
+
 def _check_reserved_quota(
     project: Project, gpu_model: str, gpus: int, starts_at: datetime, ends_at: datetime
 ) -> None:
     """The reservations overlapping the window and this one stay within the project's quota
     (its own reservations) and the organization's (all its projects'); both bind."""
-    overlapping = Reservation.objects.filter(
-        organization_id=project.organization_id,
-        gpu_model=gpu_model,
-        status=ReservationStatus.ACTIVE,
-        starts_at__lt=ends_at,
-        ends_at__gt=starts_at,
+    overlapping = _reservations_overlapping(starts_at, ends_at).filter(
+        organization_id=project.organization_id, gpu_model=gpu_model
     )
     quotas = Quota.objects.filter(
         Q(project__isnull=True) | Q(project=project),

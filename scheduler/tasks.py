@@ -124,27 +124,24 @@ def _follow_up(outcome: dict[runs.Pair, runs.Next]) -> None:
         runs_check.apply_async((list(waiting),), countdown=min(waiting.values()))
 
 
-@shared_task(
-    name="scheduler.runs_start",
-    acks_late=True,
-    ignore_result=True,
-    autoretry_for=RACES,
-    retry_backoff=True,
-    max_retries=5,
-)
+# Runs' tasks: redelivered if a worker dies, and run again when they lose a race with another
+# transaction (a deadlock or a stream conflict that outlasted atomic_with_retry).
+RUN_TASK: dict[str, Any] = {
+    "acks_late": True,
+    "ignore_result": True,
+    "autoretry_for": RACES,
+    "retry_backoff": True,
+    "max_retries": 5,
+}
+
+
+@shared_task(name="scheduler.runs_start", **RUN_TASK)
 def runs_start(pairs: Sequence[Sequence[str]]) -> None:
     """Start a batch of granted runs."""
     _follow_up(runs.runs_start(_pairs(pairs)))
 
 
-@shared_task(
-    name="scheduler.runs_check",
-    acks_late=True,
-    ignore_result=True,
-    autoretry_for=RACES,
-    retry_backoff=True,
-    max_retries=5,
-)
+@shared_task(name="scheduler.runs_check", **RUN_TASK)
 def runs_check(pairs: Sequence[Sequence[str]]) -> None:
     """End the runs of a batch that ended; look again at the others when they are due."""
     _follow_up(runs.runs_check(_pairs(pairs)))
