@@ -25,7 +25,7 @@ from billing import services
 from billing.models import BillingAccount, Invoice
 from billing.money import Money
 from neocloud.api.viewsets import TenantViewSet
-from neocloud.errors import NotFound
+from neocloud.core.errors import NotFound
 from tenants.access import Action
 from tenants.models import Organization
 

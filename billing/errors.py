@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neocloud.errors import ApplicationError, NotFound, ValidationFailed
+from neocloud.core.errors import ApplicationError, NotFound, ValidationFailed
 
 
 class BillingInvalid(ValidationFailed):

@@ -50,7 +50,7 @@ from events.errors import StreamConflict
 from events.store import NO_STREAM, Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel
-from neocloud.transactions import atomic_with_retry, row_lock
+from neocloud.core.transactions import atomic_with_retry, row_lock
 from tenants.access import Action, Actor
 from tenants.models import Organization
 

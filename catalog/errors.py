@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neocloud.errors import NotFound, ValidationFailed
+from neocloud.core.errors import NotFound, ValidationFailed
 
 
 class OfferingInvalid(ValidationFailed):

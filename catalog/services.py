@@ -16,7 +16,7 @@ from events import store
 from events.store import Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel, Region
-from neocloud.transactions import row_lock
+from neocloud.core.transactions import row_lock
 from scheduler.specs import (
     MAX_GPUS_PER_NODE,
     MAX_NODES,

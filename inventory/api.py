@@ -24,7 +24,7 @@ from inventory.models import Cluster, GpuModel, Node, Region
 from neocloud.api.actor import actor_for
 from neocloud.api.pagination import Cursor
 from neocloud.api.permissions import IsOperator
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 
 

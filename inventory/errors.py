@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neocloud.errors import ApplicationError, Conflict
+from neocloud.core.errors import ApplicationError, Conflict
 
 
 class InvalidTransition(Conflict):

@@ -71,8 +71,8 @@ from events import store
 from events.models import Event
 from inventory import services
 from inventory.models import Cluster, Gpu, GpuModel, Interconnect, Node, Rack, Region
-from neocloud.errors import ValidationFailed
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ValidationFailed
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 
 T = TypeVar("T")

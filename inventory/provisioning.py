@@ -52,8 +52,8 @@ from inventory.drivers import NodeSpec, StepFailed
 from inventory.drivers.base import StepDetails
 from inventory.lifecycle import NodeAction, NodeState, next_state
 from inventory.models import Node, ProvisioningStep
-from neocloud.redaction import redact
-from neocloud.transactions import atomic_with_retry, row_lock
+from neocloud.core.redaction import redact
+from neocloud.core.transactions import atomic_with_retry, row_lock
 from tenants.access import Actor
 
 PROVISION = "provision"

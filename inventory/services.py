@@ -23,7 +23,7 @@ from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
 from inventory.errors import InvalidTransition, UnknownGpu
 from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
 from inventory.models import Cluster, Gpu, GpuModel, Node, Rack, Region
-from neocloud.transactions import atomic_with_retry, row_lock
+from neocloud.core.transactions import atomic_with_retry, row_lock
 from tenants import secrets
 from tenants.access import Action, Actor
 

@@ -20,7 +20,7 @@ from celery.exceptions import Retry
 from django.conf import settings
 
 from inventory import provisioning, services
-from neocloud.transactions import RACES
+from neocloud.core.transactions import RACES
 from tenants.access import Actor
 
 # Whole seconds: Celery takes 0 for "no limit".

@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from inventory.models import Cluster
 from metering.intervals import day_slices, from_us, gpu_seconds, metered, month_of, to_us
 from metering.models import Budget, BudgetAlert, OpenAllocation, UsageSlice
-from neocloud.errors import ValidationFailed
+from neocloud.core.errors import ValidationFailed
 
 # The dimensions a caller may group by, and the column each is read from ("region" from the
 # cluster, resolved when read: the fleet may be renamed, the log may not).

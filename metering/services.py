@@ -25,7 +25,7 @@ from metering import events as mev
 from metering import selectors
 from metering.intervals import month_of
 from metering.models import Budget, OpenAllocation, UsageSlice
-from neocloud.errors import ValidationFailed
+from neocloud.core.errors import ValidationFailed
 from tenants.access import Action, Actor
 from tenants.models import Organization, Project
 

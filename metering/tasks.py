@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from metering import services
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 
 
 @shared_task(name="metering.budgets_check")

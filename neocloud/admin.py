@@ -9,8 +9,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 from tenants.models import User
 

@@ -3,7 +3,7 @@ written at all: the request can be corrected and sent again."""
 
 from __future__ import annotations
 
-from neocloud.errors import Conflict, ValidationFailed
+from neocloud.core.errors import Conflict, ValidationFailed
 
 
 class OfferingUnavailable(ValidationFailed):

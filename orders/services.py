@@ -8,7 +8,7 @@ reservation) and ``OrderFulfilled`` commit together or not at all. No approved o
 left without its workload, and no task or reconciler is needed; placement itself happens
 later, in the scheduler's own cycle.
 
-Entry points run these through ``neocloud.transactions.atomic_with_retry``. Writes to an
+Entry points run these through ``neocloud.core.transactions.atomic_with_retry``. Writes to an
 order lock its row, then append to ``order/<id>`` with the version read (lock order: the order
 row, then the log's append lock).
 """
@@ -28,8 +28,8 @@ from catalog.models import Offering, OfferingKind, PricePlan
 from events import store
 from events.store import NO_STREAM
 from events.types import DomainEvent
-from neocloud.errors import ValidationFailed
-from neocloud.transactions import atomic_with_retry, row_lock
+from neocloud.core.errors import ValidationFailed
+from neocloud.core.transactions import atomic_with_retry, row_lock
 from orders import events as ev
 from orders.errors import (
     GpuModelNotOffered,

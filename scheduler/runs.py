@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from inventory.drivers import RunOutcome, StepFailed, WorkloadRun, driver
 from inventory.models import Node
-from neocloud.redaction import redact
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.redaction import redact
+from neocloud.core.transactions import atomic_with_retry
 from scheduler import services
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
 from scheduler.specs import MAX_RUNTIME_S

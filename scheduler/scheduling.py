@@ -35,7 +35,7 @@ from events.errors import StreamConflict
 from events.store import Metadata, RecordedEvent
 from events.types import DomainEvent
 from inventory.models import Cluster
-from neocloud.transactions import row_lock
+from neocloud.core.transactions import row_lock
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler

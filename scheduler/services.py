@@ -24,8 +24,8 @@ from events import store
 from events.store import NO_STREAM
 from events.types import DomainEvent
 from inventory.models import Cluster, GpuModel, Node
-from neocloud.errors import ValidationFailed
-from neocloud.transactions import row_lock
+from neocloud.core.errors import ValidationFailed
+from neocloud.core.transactions import row_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
 from scheduler.errors import (
@@ -651,7 +651,7 @@ def reservation_create(
     with transaction.atomic():
         # One reservation at a time: the quota and capacity checks below must not race.
         # Under the log's lock, not the organization's or the cluster's rows: an order appends
-        # before it reserves, and no row is locked after the log's lock (neocloud.transactions).
+        # before it reserves, and no row is locked after the log's lock (core.transactions).
         store.take_append_lock()
         _check_reserved_quota(project, gpu_model, gpus, starts_at, ends_at)
         fleet = sum(

@@ -26,7 +26,7 @@ from django.conf import settings
 
 from inventory.models import Cluster
 from neocloud.celery import app
-from neocloud.transactions import RACES
+from neocloud.core.transactions import RACES
 from scheduler import runs, scheduling
 
 DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"

@@ -42,7 +42,7 @@ def drain_check(node_ids: list[str]) -> None:
         from inventory import services as inventory
         from inventory.lifecycle import NodeState
         from inventory.models import Node
-        from neocloud.transactions import atomic_with_retry
+        from neocloud.core.transactions import atomic_with_retry
         from tenants.access import Actor
 
         for node in Node.objects.filter(pk__in=node_ids, state=NodeState.DRAINING):

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from neocloud.api.actor import actor_for
 from neocloud.api.idempotency import idempotent
 from neocloud.api.viewsets import TenantViewSet
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants import selectors, services
 from tenants import serializers as s
 from tenants.access import Action

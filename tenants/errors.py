@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from neocloud.errors import ApplicationError, Conflict, ValidationFailed
+from neocloud.core.errors import ApplicationError, Conflict, ValidationFailed
 
 
 class PermissionDenied(ApplicationError):

@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from events.models import Event
-from neocloud.redaction import redact
+from neocloud.core.redaction import redact
 from tenants.access import Action, Actor
 from tenants.models import Organization
 

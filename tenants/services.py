@@ -2,7 +2,7 @@
 projections, and appends to the organization's stream with the version it read, so a
 concurrent change makes the append fail (``StreamConflict``) instead of breaking a rule.
 
-Entry points run services through ``neocloud.transactions.atomic_with_retry``; services
+Entry points run services through ``neocloud.core.transactions.atomic_with_retry``; services
 re-read (and lock) the organization row, so a retry decides on fresh state.
 """
 
@@ -19,8 +19,8 @@ from django.utils.text import slugify
 from events import store
 from events.store import NO_STREAM
 from events.types import DomainEvent
-from neocloud.errors import ValidationFailed
-from neocloud.transactions import row_lock
+from neocloud.core.errors import ValidationFailed
+from neocloud.core.transactions import row_lock
 from tenants import events as ev
 from tenants import secrets
 from tenants.access import ROLE_SCOPES, Action, Actor
@@ -612,7 +612,7 @@ def operator_bootstrap(
     """An operator (a staff user, made or promoted) owning an organization of their own that
     holds their keys, and a new staff key (the secret). A key belongs to a member of an
     organization, so operators need one; an existing organization must be theirs."""
-    # Its row before any append (the lock order of neocloud.transactions).
+    # Its row before any append (the lock order of neocloud.core.transactions).
     organization = row_lock(Organization.objects.filter(slug=organization_slug)).first()
     user = User.objects.filter(email=email.lower()).first()
     if user is None:

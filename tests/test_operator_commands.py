@@ -21,8 +21,8 @@ from scheduler import tasks
 from scheduler.models import Workload
 from tenants.models import ApiKey, Organization, Project, Scope, User
 from tests.builders import client_with_key
+from tests.builders.history import catch_up
 from tests.inventory.conftest import eager_tasks  # noqa: F401 - a fixture
-from tests.metering.history import catch_up
 from tests.scheduler.conftest import in_process  # noqa: F401 - a fixture
 
 ROOT = Path(__file__).resolve().parent.parent

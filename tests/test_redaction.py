@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from neocloud.redaction import REDACTED, is_credential, redact
+from neocloud.core.redaction import REDACTED, is_credential, redact
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Lock order and retries (``neocloud.transactions``), on PostgreSQL with real commits."""
+"""Lock order and retries (``neocloud.core.transactions``), on PostgreSQL with real commits."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from events import store
 from events.models import Checkpoint
 from inventory.models import Node
-from neocloud.transactions import TransactionConflict, atomic_with_retry, row_lock
+from neocloud.core.transactions import TransactionConflict, atomic_with_retry, row_lock
 from tests.ledger.events import AccountOpened
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def test_a_row_lock_locks_its_own_row_only_and_leaves_foreign_keys_to_it_free() 
 
 
 def test_every_row_lock_goes_through_row_lock() -> None:
-    """The order in ``neocloud.transactions`` holds only if nothing locks rows around it
+    """The order in ``neocloud.core.transactions`` holds only if nothing locks rows around it
     (``events`` locks its consumers' checkpoints itself)."""
     offenders = [
         str(path.relative_to(ROOT))

@@ -14,7 +14,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 
 
 def error_body(

@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from neocloud.api.actor import actor_for
-from neocloud.errors import ApplicationError, Conflict
+from neocloud.core.errors import ApplicationError, Conflict
 from neocloud.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"

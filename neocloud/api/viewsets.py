@@ -14,7 +14,7 @@ from rest_framework.viewsets import GenericViewSet
 
 from neocloud.api.actor import actor_for
 from neocloud.api.pagination import Cursor
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Action, Actor
 from tenants.models import Organization, Project
 

@@ -19,12 +19,12 @@ from django.utils import timezone
 from events.models import Event
 from inventory.models import Node
 from neocloud.api.parsers import MAX_DEPTH
-from neocloud.errors import ValidationFailed
+from neocloud.core.errors import ValidationFailed
 from scheduler import services as scheduler
 from scheduler.specs import WorkloadSpec
 from tenants.models import Membership, Organization, Project, Role
-from tests import commerce_builders as commerce
 from tests.builders import Builder, client_with_key, run
+from tests.builders import commerce as commerce
 
 
 @dataclass

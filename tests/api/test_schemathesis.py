@@ -45,9 +45,9 @@ from scheduler import services as scheduler
 from scheduler.specs import WorkloadSpec
 from tenants import services as tenants
 from tenants.models import Organization, Role, Scope, User
-from tests import commerce_builders as commerce
 from tests.billing.conftest import History
 from tests.builders import Builder, run
+from tests.builders import commerce as commerce
 
 EXAMPLES_PER_OPERATION = 100
 CHECKS = [

@@ -18,9 +18,9 @@ import pytest
 from django.test import override_settings
 
 from scheduler import events as ev
-from tests import commerce_builders
 from tests.builders import Builder
-from tests.metering.history import SchedulingLog
+from tests.builders import commerce as commerce_builders
+from tests.builders.history import SchedulingLog
 
 WEBHOOK_SECRET = "whsec_neocloud_tests"
 

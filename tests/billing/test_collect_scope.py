@@ -11,10 +11,10 @@ from events.models import Event
 from tenants.access import Actor
 from tenants.errors import PermissionDenied
 from tenants.models import Membership, Scope
-from tests import commerce_builders
 from tests.billing.conftest import History
 from tests.billing.test_invoices import at, close, only_invoice
 from tests.builders import Builder, client_with_key
+from tests.builders import commerce as commerce_builders
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -19,10 +19,10 @@ from events.models import Event
 from events.replay import projections_replay
 from scheduler import events as sev
 from tenants.models import Role
-from tests import commerce_builders
 from tests.billing.conftest import History
 from tests.builders import SYSTEM, Builder, run
-from tests.metering.history import clock
+from tests.builders import commerce as commerce_builders
+from tests.builders.history import clock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -1,4 +1,4 @@
-"""Billing keeps the lock order of ``neocloud.transactions``: a transaction that waits for a
+"""Billing keeps the lock order of ``neocloud.core.transactions``: a transaction that waits for a
 row does not hold the log's append lock meanwhile (else a writer holding that row and
 waiting to append deadlocks with it)."""
 
@@ -12,12 +12,12 @@ from django.db import connection, transaction
 
 from billing import services
 from billing.models import BillingAccount, CreditGrant, Invoice, InvoiceStatus
-from neocloud.transactions import atomic_with_retry, row_lock
-from tests import commerce_builders
+from neocloud.core.transactions import atomic_with_retry, row_lock
 from tests.billing.conftest import History
 from tests.billing.test_invoices import at, close, only_invoice
 from tests.billing.test_stripe import attach, pay
 from tests.builders import SYSTEM
+from tests.builders import commerce as commerce_builders
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -12,9 +12,9 @@ from billing import services
 from billing.models import Invoice
 from scheduler.models import Reservation, Workload
 from tenants.models import Role
-from tests import commerce_builders
 from tests.billing.conftest import History
 from tests.builders import SYSTEM, run
+from tests.builders import commerce as commerce_builders
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -18,10 +18,10 @@ from billing.stripe_gateway import ChargeOutcome, gateway
 from events import store
 from events.models import Event
 from tenants.models import Role
-from tests import commerce_builders
 from tests.billing.conftest import History, signed
 from tests.billing.test_invoices import at, close, only_invoice
 from tests.builders import client_with_key, run
+from tests.builders import commerce as commerce_builders
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -11,13 +11,13 @@ from django.test import Client
 from catalog import services
 from catalog.models import Offering, PricePlan
 from events import store
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 from scheduler import scheduling
 from scheduler.models import Allocation
 from tenants.access import Actor
 from tenants.models import Role, User
-from tests import commerce_builders as shop_builders
 from tests.builders import Builder, client_with_key, run
+from tests.builders import commerce as shop_builders
 
 pytestmark = pytest.mark.django_db
 

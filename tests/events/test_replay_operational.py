@@ -13,7 +13,7 @@ from inventory.lifecycle import NodeState
 from inventory.models import Node
 from tenants.models import ApiKey
 from tests.builders import Builder, client_with_key, run
-from tests.inventory.fleet import OPERATOR, cluster, node, put_in_state
+from tests.builders.fleet import OPERATOR, cluster, node, put_in_state
 
 pytestmark = pytest.mark.django_db
 

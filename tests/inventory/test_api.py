@@ -14,7 +14,7 @@ from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Cluster, Gpu, Node
 from tenants.models import Scope
 from tests.builders import Builder, client_with_key
-from tests.inventory.fleet import OPERATOR, cluster, node, put_in_state
+from tests.builders.fleet import OPERATOR, cluster, node, put_in_state
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from inventory import services
 from inventory.errors import InvalidTransition
 from inventory.lifecycle import NodeAction, NodeState, next_state
 from inventory.models import Node
-from tests.inventory.fleet import OPERATOR, cluster, node, put_in_state
+from tests.builders.fleet import OPERATOR, cluster, node, put_in_state
 
 A, S = NodeAction, NodeState
 # The lifecycle as the issue states it, written out independently of inventory.lifecycle.

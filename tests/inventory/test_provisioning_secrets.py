@@ -16,7 +16,7 @@ from inventory.drivers import NodeSpec
 from inventory.drivers.simulated import SimulatedDriver
 from inventory.lifecycle import NodeState
 from inventory.models import Node, ProvisioningStep
-from neocloud.redaction import REDACTED
+from neocloud.core.redaction import REDACTED
 from tests.builders import run
 from tests.inventory.conftest import Fleet, provisioning_events
 

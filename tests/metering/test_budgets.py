@@ -16,14 +16,14 @@ from events import store
 from metering import events as mev
 from metering import services
 from metering.models import Budget
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from scheduler.errors import PaymentRequired
 from scheduler.models import Workload
 from tenants.models import Role
-from tests import commerce_builders
 from tests.builders import Builder, run
-from tests.commerce_builders import Customer, Shop
-from tests.metering.history import WHOLE, Log, catch_up
+from tests.builders import commerce as commerce_builders
+from tests.builders.commerce import Customer, Shop
+from tests.builders.history import WHOLE, Log, catch_up
 
 pytestmark = pytest.mark.postgres
 

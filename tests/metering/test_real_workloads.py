@@ -16,7 +16,7 @@ from scheduler import services as scheduler
 from scheduler import tasks
 from scheduler.models import Allocation, Workload
 from tests.builders import run
-from tests.metering.history import catch_up
+from tests.builders.history import catch_up
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

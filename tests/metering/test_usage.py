@@ -18,7 +18,7 @@ from metering import services
 from metering.models import UsageSlice
 from tenants.models import Organization, Role
 from tests.builders import Builder, client_with_key, run
-from tests.metering.history import WHOLE, Log, catch_up
+from tests.builders.history import WHOLE, Log, catch_up
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -19,7 +19,7 @@ from events.replay import projections_replay
 from metering import selectors, services
 from metering.models import OpenAllocation, UsageSlice, WorkloadTerms
 from tests.builders import Builder
-from tests.metering.history import Log, catch_up
+from tests.builders.history import Log, catch_up
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

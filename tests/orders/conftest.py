@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 
 from tenants.models import User
-from tests import commerce_builders
 from tests.builders import Builder
+from tests.builders import commerce as commerce_builders
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from django.utils import timezone
 from orders.models import Order
 from scheduler.models import Reservation
 from tests.builders import client_with_key
-from tests.commerce_builders import Customer, Shop
+from tests.builders.commerce import Customer, Shop
 from tests.concurrency import at_once
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

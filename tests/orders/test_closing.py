@@ -16,7 +16,7 @@ from orders.models import Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Reservation, Workload
 from tests.builders import run
-from tests.commerce_builders import Customer, order
+from tests.builders.commerce import Customer, order
 
 pytestmark = pytest.mark.django_db
 

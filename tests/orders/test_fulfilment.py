@@ -14,7 +14,7 @@ from catalog.models import Offering
 from events import store
 from events.models import Event
 from events.replay import projections_replay
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 from orders import services
 from orders.models import ApprovalPolicy, Order, OrderStatus, OrderStep
 from scheduler.models import Reservation, Workload
@@ -22,7 +22,7 @@ from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants import services as tenants
 from tenants.models import Role
 from tests.builders import SYSTEM, run
-from tests.commerce_builders import Customer, order
+from tests.builders.commerce import Customer, order
 
 pytestmark = pytest.mark.django_db
 

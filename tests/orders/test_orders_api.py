@@ -15,8 +15,8 @@ from orders import services
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from tenants.models import Role
 from tests.builders import Builder, run
-from tests.commerce_builders import Customer
-from tests.commerce_builders import customer as make_customer
+from tests.builders.commerce import Customer
+from tests.builders.commerce import customer as make_customer
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +87,7 @@ def test_the_same_key_with_another_body_is_refused(customer: Customer) -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_simultaneous_posts_with_one_key_make_one_order(build: Builder) -> None:
-    from tests.commerce_builders import shop
+    from tests.builders.commerce import shop
 
     shop()
     run(services.approval_threshold_set, threshold_gpus=0)

@@ -18,7 +18,7 @@ from scheduler import hooks
 from tenants import services as tenants
 from tenants.models import Organization, Role
 from tests.builders import run
-from tests.commerce_builders import Customer
+from tests.builders.commerce import Customer
 
 pytestmark = pytest.mark.django_db
 

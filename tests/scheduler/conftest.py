@@ -15,7 +15,7 @@ from scheduler import scheduling, triggers
 from scheduler.specs import WorkloadSpec
 from tenants.models import Organization, Project
 from tests.builders import Builder, run
-from tests.inventory.fleet import put_in_state
+from tests.builders.fleet import put_in_state
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.bench import scheduler as scheduler_suite
+from bench.scheduler import scheduler as scheduler_suite
 from scheduler.engine import Allocation, Decisions, Node, Policy, Request, Snapshot, schedule
 from scheduler.engine.cycle import Scheduler
 from tests.scheduler.test_engine_invariants import NOW, SETTINGS, fleets, policies, requests

@@ -16,7 +16,7 @@ from scheduler.engine import (
     schedule,
 )
 from scheduler.engine.fairshare import DecayedUsage
-from tests.scheduler.builders import job, nodes, running
+from tests.builders.engine import job, nodes, running
 
 NOW = 100_000.0
 

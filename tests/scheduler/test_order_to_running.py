@@ -12,8 +12,8 @@ import pytest
 
 from scheduler import tasks
 from tests.builders import Builder
+from tests.builders.commerce import Customer, customer, shop
 from tests.celery_worker import celery_worker, wait_until, worker_queue
-from tests.commerce_builders import Customer, customer, shop
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 from scheduler import services as scheduler
 from scheduler.models import Workload
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.models import Role
-from tests import commerce_builders
 from tests.builders import Builder, run
-from tests.commerce_builders import Customer, Shop
+from tests.builders import commerce as commerce_builders
+from tests.builders.commerce import Customer, Shop
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -12,7 +12,7 @@ from pytest_django.fixtures import Settings
 from events import store
 from inventory.drivers import WorkloadRun
 from inventory.drivers.simulated import SimulatedDriver
-from neocloud.redaction import REDACTED
+from neocloud.core.redaction import REDACTED
 from scheduler import events as ev
 from scheduler import services
 from scheduler.models import Workload

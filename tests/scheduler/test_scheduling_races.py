@@ -18,8 +18,8 @@ from scheduler import events as ev
 from scheduler.models import Workload
 from tenants import services as tenant_services
 from tests.builders import Builder, run
+from tests.builders.history import catch_up
 from tests.concurrency import at_once
-from tests.metering.history import catch_up
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]

@@ -18,7 +18,7 @@ from inventory import services as inventory
 from inventory.models import GpuModel
 from metering import services as metering
 from metering.models import OpenAllocation
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 from orders import services as orders
 from orders.models import Order
 from scheduler import hooks
@@ -27,10 +27,10 @@ from scheduler.models import Reservation, Workload
 from scheduler.specs import WorkloadSpec
 from tenants import services as tenants
 from tenants.models import Organization, Project, Role
-from tests import commerce_builders
 from tests.builders import Builder, run
-from tests.commerce_builders import Customer, Shop
-from tests.metering.history import WHOLE, Log, catch_up
+from tests.builders import commerce as commerce_builders
+from tests.builders.commerce import Customer, Shop
+from tests.builders.history import WHOLE, Log, catch_up
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from neocloud.redaction import REDACTED, is_credential
+from neocloud.core.redaction import REDACTED, is_credential
 from tenants import services
 from tenants.models import ApiKey, Invitation, Membership, Organization, Role
 from tests.builders import Builder, client_with_key, run

@@ -17,15 +17,15 @@ from events.models import Event
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Node
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from orders import services as orders
 from scheduler import services as scheduler
 from tenants import services as tenants
 from tenants.access import Actor
 from tenants.errors import PermissionDenied
 from tenants.models import ApiKey, Organization, Project, Role, Scope, User
-from tests import commerce_builders
 from tests.builders import Builder, run
+from tests.builders import commerce as commerce_builders
 
 pytestmark = pytest.mark.django_db
 

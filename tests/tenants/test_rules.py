@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from events import store
 from events.replay import projections_replay
-from neocloud.errors import ValidationFailed
+from neocloud.core.errors import ValidationFailed
 from tenants import services
 from tenants.access import Actor
 from tenants.errors import (

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import services
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 
 
 class Command(BaseCommand):

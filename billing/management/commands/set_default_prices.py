@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing import services
 from billing.models import PLANS, DefaultGpuPrice
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 
 

@@ -11,8 +11,8 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from catalog import services
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 
 OFFERING_FIELDS = frozenset(services.DEFINITION_FIELDS)

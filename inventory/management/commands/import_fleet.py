@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from inventory import fleet_import
 from inventory.fleet_import import FleetSpec, ImportSummary
-from neocloud.errors import ApplicationError
+from neocloud.core.errors import ApplicationError
 from tenants.access import Actor
 
 

@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from inventory import services
 from inventory.lifecycle import NodeState
 from inventory.models import Node
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 
 POLL_S = 1.0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from importlib import import_module
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils.module_loading import autodiscover_modules
 
-from neocloud.bench import suites
+from bench import SUITE_MODULES
+from bench.registry import suites
 
 
 class Command(BaseCommand):
@@ -26,7 +27,8 @@ class Command(BaseCommand):
         parser.add_argument("--list", action="store_true", help="list the suites")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        autodiscover_modules("bench")
+        for module in SUITE_MODULES:
+            import_module(f"bench.{module}")  # each registers its suite
         available = suites()
         if options["list"] or not options["suite"]:
             self.stdout.write("\n".join(sorted(available)))

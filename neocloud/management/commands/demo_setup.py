@@ -17,7 +17,7 @@ from inventory import fleet_import
 from inventory import services as inventory_services
 from inventory.lifecycle import NodeState
 from inventory.models import Node
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
 from tenants.models import Organization, Scope, User

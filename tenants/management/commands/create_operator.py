@@ -13,8 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from neocloud.errors import ApplicationError
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
 

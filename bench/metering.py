@@ -28,12 +28,12 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.db.models import Sum
 
+from bench.registry import peak_rss_mb, scratch_database, suite
 from events import projections
 from events.consumers import Consumer, ProjectionConsumer, consumer_catch_up
 from events.store import RecordedEvent
 from events.types import deserialize
 from metering.models import UsageSlice
-from neocloud.bench import peak_rss_mb, scratch_database, suite
 
 START = datetime(2026, 1, 20, tzinfo=UTC)  # the log crosses January's end
 GRANT_EVERY_US = 6_000_000

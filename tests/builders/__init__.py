@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
 from tenants.models import ApiKey, Membership, Organization, Project, Role, Scope, User

@@ -1,4 +1,4 @@
-"""Benchmark suites, registered by each app's ``bench.py``.
+"""The suites' registry and what every suite reports beside its figures.
 
 A suite measures; it never asserts. It returns one dict of figures, each with the baseline it
 is compared against in the same run, the ratios, and the process's peak memory.

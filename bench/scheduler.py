@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neocloud.bench import peak_rss_mb, suite
+from bench.registry import peak_rss_mb, suite
 from scheduler.engine import (
     Allocation,
     Decisions,
@@ -337,6 +337,3 @@ def scheduler(scale: float) -> dict[str, Any]:
         "peak_rss_mb": peak_rss_mb(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }
-
-
-from scheduler import bench_e2e  # noqa: E402, F401  (registers the e2e suite)

@@ -1,4 +1,4 @@
-"""Bench-only URL map (``neocloud.bench_settings``): the project's URLs plus the baseline of
+"""Bench-only URL map (``bench.settings``): the project's URLs plus the baseline of
 ``manage.py bench api``, a minimal Django view served by the same gunicorn."""
 
 import os

@@ -19,12 +19,12 @@ from typing import Any
 
 from django.db import connection
 
+from bench.registry import peak_rss_mb, scratch_database, suite
 from billing import services
 from billing.models import DefaultGpuPrice, Invoice
 from billing.rating import Price, amount_for
 from metering.models import UsageSlice
-from neocloud.bench import peak_rss_mb, scratch_database, suite
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 from tenants.services import organization_create, project_create, user_register
 

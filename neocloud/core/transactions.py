@@ -48,7 +48,7 @@ from django.db.models import Model, QuerySet
 from psycopg import errors as pg_errors
 
 from events.errors import StreamConflict
-from neocloud.errors import Conflict
+from neocloud.core.errors import Conflict
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -34,13 +34,14 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.test import override_settings
+from bench.api import _database_url, _free_port, _serving
 
+from bench.registry import peak_rss_mb, scratch_database, suite
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
 from inventory.models import Node
-from neocloud.bench import peak_rss_mb, scratch_database, suite
 from neocloud.celery import app as celery_app
-from neocloud.transactions import atomic_with_retry
+from neocloud.core.transactions import atomic_with_retry
 from scheduler import audit, scheduling, services
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.model import WHOLE, Allocation, Request, Snapshot
@@ -48,7 +49,6 @@ from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Workload
 from scheduler.snapshot import cluster_view
 from tenants.access import Actor
-from tenants.bench import _database_url, _free_port, _serving
 from tenants.models import Scope
 from tenants.services import (
     api_key_create,

@@ -17,7 +17,7 @@ from orders import services as orders
 from orders.models import Order
 from tenants.models import Organization, Project, Role
 from tests.builders import SYSTEM, Builder, client_with_key, run
-from tests.inventory.fleet import put_in_state
+from tests.builders.fleet import put_in_state
 
 REGION = "eu-west"
 

@@ -5,7 +5,7 @@ with ``SEED_PROJECTS`` projects to list; a second one to create projects in, so 
 page stays the same all run; an owner's API key with every scope in each), starts gunicorn on
 it, and drives three workloads with the same client:
 
-* ``baseline``: ``GET /bench/baseline``, a minimal Django JSON view (``neocloud.bench_urls``)
+* ``baseline``: ``GET /bench/baseline``, a minimal Django JSON view (``bench.urls``)
   served by the same gunicorn through the same middleware: the floor every request pays;
 * ``list``: ``GET /api/v1/projects`` with the Bearer key (key lookup, throttles, tenant scope,
   a cursor page of the seeded projects);
@@ -23,7 +23,7 @@ on 2 cores: 2x1, 4x1 and 4x2 moved the baseline and list by about 10%; creates r
 faster with fewer threads per worker, likely because a thread holding the organization's row
 lock and the append lock then waits less for the GIL behind its siblings. It gets the
 settings the command was given, except: the scratch database, ``DEBUG=0``, a per-key throttle of
-``THROTTLE_RATE`` (so throttling never refuses a request) and ``neocloud.bench_settings``
+``THROTTLE_RATE`` (so throttling never refuses a request) and ``bench.settings``
 (the project's settings with the baseline route). ``REDIS_URL`` is passed through unchanged:
 set, the throttle counters live in Redis, as in production; unset, in each worker's memory
 (``figures.cache`` says which).
@@ -64,9 +64,9 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection, connections
 
-from neocloud.bench import peak_rss_mb, scratch_database, suite
-from neocloud.bench_urls import WORKER_HEADER
-from neocloud.transactions import atomic_with_retry
+from bench.registry import peak_rss_mb, scratch_database, suite
+from bench.urls import WORKER_HEADER
+from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 from tenants.models import Scope
 from tenants.services import api_key_create, organization_create, project_create, user_register
@@ -82,7 +82,7 @@ THROTTLE_RATE = "1000000/min"
 SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 30.0
-SETTINGS_MODULE = "neocloud.bench_settings"
+SETTINGS_MODULE = "bench.settings"
 
 
 # --- seed ------------------------------------------------------------------------------------

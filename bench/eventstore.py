@@ -21,6 +21,7 @@ import psycopg
 from django.core.management.base import CommandError
 from django.db import connection, connections
 
+from bench.registry import peak_rss_mb, scratch_database, suite
 from events import store
 from events.consumers import Consumer, consumer_catch_up
 from events.replay import projections_replay
@@ -28,7 +29,6 @@ from events.store import Metadata, RecordedEvent
 from events.streams import StreamHeads
 from events.types import DomainEvent, event_type
 from events.wakeup import psycopg_params
-from neocloud.bench import peak_rss_mb, scratch_database, suite
 
 STREAMS = 100
 NOTE = "x" * 48  # a payload of about the size of a typical domain event

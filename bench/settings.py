@@ -3,4 +3,4 @@ settings with a URL map that adds the baseline view. Never used in production.""
 
 from neocloud.settings import *  # noqa: F403
 
-ROOT_URLCONF = "neocloud.bench_urls"
+ROOT_URLCONF = "bench.urls"
