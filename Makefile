@@ -32,6 +32,7 @@ test: $(INSTALLED)
 check: lint typecheck pytest smoke
 
 lint:
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -55,4 +56,4 @@ bench: $(INSTALLED)
 		STRIPE_API_BASE=http://127.0.0.1:9 $(PY) manage.py bench $(SUITE) --json
 
 clean:
-	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

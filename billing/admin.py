@@ -19,7 +19,7 @@ from billing.models import (
     SlaDefinition,
     TaxRate,
 )
-from neocloud.admin import ServiceAdmin, admin_actor
+from tenants.service_admin import ServiceAdmin, admin_actor
 
 
 @admin.register(TaxRate)

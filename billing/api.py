@@ -24,10 +24,10 @@ from billing import serializers as s
 from billing import services
 from billing.models import BillingAccount, Invoice
 from billing.money import Money
-from neocloud.api.viewsets import TenantViewSet
 from neocloud.core.errors import NotFound
 from tenants.access import Action
 from tenants.models import Organization
+from tenants.viewsets import TenantViewSet
 
 
 class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from catalog import services
 from catalog.models import Offering, PricePlan
-from neocloud.admin import ServiceAdmin
+from tenants.service_admin import ServiceAdmin
 
 
 class OfferingForm(forms.ModelForm):  # type: ignore[type-arg]

@@ -13,8 +13,8 @@ from rest_framework import viewsets
 from catalog import selectors
 from catalog import serializers as s
 from catalog.models import Offering, OfferingKind
-from neocloud.api.actor import actor_for
 from neocloud.api.pagination import Cursor
+from tenants.actor import actor_for
 
 
 class BySlug(Cursor):

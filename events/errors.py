@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from neocloud.core.errors import ApplicationError, Conflict
+from neocloud.core.errors import ApplicationError, LostRace
 
 
-class StreamConflict(Conflict):
+class StreamConflict(LostRace):
     """The stream moved since the caller read it: re-read and decide again."""
 
     code = "stream_conflict"

@@ -20,8 +20,7 @@ from django.db import models
 from django.db.models import Model
 
 if TYPE_CHECKING:
-    from events.store import RecordedEvent
-    from events.types import DomainEvent
+    from events.types import DomainEvent, RecordedEvent
 
 Handler = Callable[[Any, "RecordedEvent"], None]
 OperationalValues = dict[type[Model], dict[Any, tuple[Any, ...]]]

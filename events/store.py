@@ -25,7 +25,8 @@ from django.utils.dateparse import parse_datetime
 from events import projections, wakeup
 from events.errors import StreamConflict
 from events.models import Event
-from events.types import DomainEvent, Payload, deserialize, serialize, upcast
+from events.types import DomainEvent, Payload, serialize, upcast
+from events.types import RecordedEvent as RecordedEvent  # re-exported: what reads return
 
 TABLE = Event._meta.db_table
 INSERT_COLUMNS = (
@@ -73,25 +74,6 @@ class Metadata:
                 data[key] = str(value)
         data.update(self.extra)
         return data
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
-    """An event as stored, its payload already upcast to the current schema version."""
-
-    position: int
-    stream_type: str
-    stream_id: str
-    version: int
-    type: str
-    schema_version: int
-    data: Payload
-    metadata: dict[str, Any]
-    recorded_at: datetime
-
-    def payload(self) -> DomainEvent:
-        """The typed, validated payload."""
-        return deserialize(self.type, self.data)
 
 
 def append(

@@ -1,4 +1,5 @@
-"""Event types: registered, typed payloads, and upcasters for older schema versions.
+"""Event types: registered, typed payloads, upcasters for older schema versions, and the
+record of a stored event (``RecordedEvent``).
 
 An app declares its events in ``<app>/events.py``::
 
@@ -18,6 +19,8 @@ brings every stored payload up to the current schema version when it is read.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -121,3 +124,23 @@ def deserialize(name: str, data: Payload) -> DomainEvent:
         return event_class(name).model_validate(data)
     except ValidationError as exc:
         raise MalformedEvent(f"{name}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """An event as stored, its payload already upcast to the current schema version (here, below
+    the store, because projections receive it and the store applies projections)."""
+
+    position: int
+    stream_type: str
+    stream_id: str
+    version: int
+    type: str
+    schema_version: int
+    data: Payload
+    metadata: dict[str, Any]
+    recorded_at: datetime
+
+    def payload(self) -> DomainEvent:
+        """The typed, validated payload."""
+        return deserialize(self.type, self.data)

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from inventory import services
 from inventory.lifecycle import NodeAction
 from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
-from neocloud.admin import ReadOnlyServiceAdmin
+from tenants.service_admin import ReadOnlyServiceAdmin
 
 
 @admin.register(GpuModel)

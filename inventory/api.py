@@ -21,11 +21,11 @@ from inventory import serializers as s
 from inventory.authentication import NodeTokenAuthentication
 from inventory.lifecycle import NodeAction
 from inventory.models import Cluster, GpuModel, Node, Region
-from neocloud.api.actor import actor_for
 from neocloud.api.pagination import Cursor
-from neocloud.api.permissions import IsOperator
 from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
+from tenants.actor import actor_for
+from tenants.permissions import IsOperator
 
 
 class BySlug(Cursor):

@@ -21,12 +21,12 @@ from rest_framework.views import APIView
 from metering import selectors, services
 from metering import serializers as s
 from metering.models import Budget, OpenAllocation, UsageSlice
-from neocloud.api.actor import actor_for
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
 from neocloud.api.schema import ErrorSerializer
-from neocloud.api.viewsets import TenantViewSet
 from tenants.access import Action
+from tenants.actor import actor_for
+from tenants.viewsets import TenantViewSet
 
 QUERY_PARAMETERS = [
     OpenApiParameter("from", str, description="ISO 8601; default: the current UTC month"),

@@ -271,8 +271,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": [
-        "neocloud.api.throttling.PerKeyThrottle",
-        "neocloud.api.throttling.PerIpThrottle",
+        "tenants.throttling.PerKeyThrottle",
+        "tenants.throttling.PerIpThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "key": os.environ.get("THROTTLE_RATE_PER_KEY", "1200/min"),

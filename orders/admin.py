@@ -9,9 +9,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from neocloud.admin import ReadOnlyServiceAdmin, ServiceAdmin
 from orders import services
 from orders.models import ApprovalPolicy, Order, OrderStep
+from tenants.service_admin import ReadOnlyServiceAdmin, ServiceAdmin
 
 
 class OrderStepInline(admin.TabularInline):  # type: ignore[type-arg]

@@ -10,11 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from neocloud.api.idempotency import idempotent
-from neocloud.api.viewsets import TenantViewSet
 from orders import serializers as s
 from orders import services
 from orders.models import Order
 from tenants.access import Action
+from tenants.viewsets import TenantViewSet
 
 
 class OrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):

@@ -10,7 +10,6 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from neocloud.admin import ReadOnlyServiceAdmin, ServiceAdmin
 from scheduler import services
 from scheduler.models import (
     Allocation,
@@ -21,6 +20,7 @@ from scheduler.models import (
     Workload,
     WorkloadWait,
 )
+from tenants.service_admin import ReadOnlyServiceAdmin, ServiceAdmin
 
 
 @admin.register(PriorityClass)

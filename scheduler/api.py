@@ -17,8 +17,6 @@ from events.models import Event
 from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
-from neocloud.api.permissions import IsOperator
-from neocloud.api.viewsets import TenantViewSet
 from orders.services import workload_spec_for_offering
 from scheduler import events as ev
 from scheduler import selectors, services
@@ -27,7 +25,9 @@ from scheduler.models import Reservation, Workload
 from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action
 from tenants.models import Project
+from tenants.permissions import IsOperator
 from tenants.serializers import AuditEventSerializer
+from tenants.viewsets import TenantViewSet
 
 
 class WorkloadCursor(Cursor):

@@ -10,9 +10,9 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from neocloud.admin import ReadOnlyServiceAdmin, ServiceAdmin
 from tenants import services
 from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota, User
+from tenants.service_admin import ReadOnlyServiceAdmin, ServiceAdmin
 
 
 class OrganizationAddForm(forms.ModelForm):  # type: ignore[type-arg]

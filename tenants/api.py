@@ -15,14 +15,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from neocloud.api.actor import actor_for
 from neocloud.api.idempotency import idempotent
-from neocloud.api.viewsets import TenantViewSet
 from neocloud.core.transactions import atomic_with_retry
 from tenants import selectors, services
 from tenants import serializers as s
 from tenants.access import Action
+from tenants.actor import actor_for
 from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota
+from tenants.viewsets import TenantViewSet
 
 
 class AuditCursor(CursorPagination):

@@ -25,7 +25,6 @@ from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from neocloud.api.actor import actor_for
 from neocloud.core.errors import ApplicationError, Conflict
 from neocloud.models import IdempotencyRecord
 
@@ -52,7 +51,9 @@ class IdempotencyKeyInvalid(ApplicationError):
 
 
 def idempotent(*, redact: Collection[str] = ()) -> Callable[[View], View]:
-    """Make a DRF view method honour ``Idempotency-Key``."""
+    """Make a DRF view method honour ``Idempotency-Key``. Keys are per caller: the view names
+    its caller (``actor.label``, as ``tenants.viewsets.TenantViewSet`` has it), so this layer
+    needs no app."""
 
     def decorate(method: View) -> View:
         @wraps(method)
@@ -65,7 +66,7 @@ def idempotent(*, redact: Collection[str] = ()) -> Callable[[View], View]:
                     f"{HEADER} must be 1 to {MAX_KEY_LENGTH} characters",
                     fields={HEADER: ["invalid"]},
                 )
-            owner = actor_for(request).label
+            owner = view.actor.label
             fingerprint = _fingerprint(request)
             record, claimed = _claim(owner, key, fingerprint)
             if not claimed:

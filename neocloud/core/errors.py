@@ -46,3 +46,12 @@ class Conflict(ApplicationError):
     code = "conflict"
     http_status = 409
     retryable = True
+
+
+class LostRace(Conflict):
+    """What the change decided on moved under it: a concurrent change committed first. The
+    same change, run again from the start on fresh state, may succeed, so
+    ``neocloud.core.transactions.atomic_with_retry`` runs it again (the log's
+    ``StreamConflict`` is one)."""
+
+    code = "lost_race"

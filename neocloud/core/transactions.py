@@ -29,8 +29,9 @@ race.
    (an order appends before it reserves).
 
 **Retries.** ``atomic_with_retry`` runs a service in a transaction and runs it again, from
-the start and on fresh state, when it lost a race that another attempt may win: the log's
-``StreamConflict`` (the stream moved since it was read) and PostgreSQL's deadlock and
+the start and on fresh state, when it lost a race that another attempt may win: a
+``LostRace`` (the kernel's name for it, so that this module needs no app: the log's
+``StreamConflict``, the stream moved since it was read, is one) and PostgreSQL's deadlock and
 serialisation failures. The entry points (API views, admin actions, tasks, commands) call
 services through it; tasks that still meet one after its attempts run again later
 (``RACES``).
@@ -47,8 +48,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Model, QuerySet
 from psycopg import errors as pg_errors
 
-from events.errors import StreamConflict
-from neocloud.core.errors import Conflict
+from neocloud.core.errors import Conflict, LostRace
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class TransactionConflict(Conflict):
 
 # What ``atomic_with_retry`` gives up on after its attempts: a task that meets one runs again
 # later (Celery's ``autoretry_for``), as a client is told to (HTTP 409).
-RACES: tuple[type[Exception], ...] = (StreamConflict, TransactionConflict)
+RACES: tuple[type[Exception], ...] = (LostRace, TransactionConflict)
 
 
 def row_lock(queryset: QuerySet[M]) -> QuerySet[M]:
@@ -95,7 +95,7 @@ def atomic_with_retry(function: Callable[P, T], *args: P.args, **kwargs: P.kwarg
     """Run ``function`` in a transaction; when it loses a race, run it again from the start.
 
     Services re-read what they decide on inside the call, so a retry decides on fresh state.
-    After ``ATTEMPTS`` a ``StreamConflict`` is raised as it is, a deadlock or serialisation
+    After ``ATTEMPTS`` a ``LostRace`` is raised as it is, a deadlock or serialisation
     failure as ``TransactionConflict`` (both HTTP 409, retryable). Inside an outer
     transaction a deadlock is raised at once: the outer transaction is aborted, and only
     its own entry point can run it again.
@@ -105,7 +105,7 @@ def atomic_with_retry(function: Callable[P, T], *args: P.args, **kwargs: P.kwarg
         try:
             with transaction.atomic():
                 return function(*args, **kwargs)
-        except StreamConflict:
+        except LostRace:
             if attempt == ATTEMPTS:
                 raise
         except OperationalError as exc:

@@ -8,8 +8,8 @@ from typing import Any
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from neocloud.api.actor import actor_for
 from tenants.access import Action
+from tenants.actor import actor_for
 
 
 class IsOperator(BasePermission):

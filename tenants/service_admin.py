@@ -1,4 +1,5 @@
-"""Admin helpers shared by the apps: writes go through services, refusals become messages."""
+"""Admin helpers shared by the apps: writes go through services as the operator behind the
+request (a tenancy actor, hence here), refusals become messages."""
 
 from __future__ import annotations
 

@@ -12,10 +12,10 @@ from rest_framework.relations import PrimaryKeyRelatedField
 from rest_framework.serializers import Serializer
 from rest_framework.viewsets import GenericViewSet
 
-from neocloud.api.actor import actor_for
 from neocloud.api.pagination import Cursor
 from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Action, Actor
+from tenants.actor import actor_for
 from tenants.models import Organization, Project
 
 T = TypeVar("T")
