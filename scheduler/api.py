@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from events.models import Event
+from events.serializers import AuditEventSerializer
 from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
@@ -27,7 +28,6 @@ from scheduler.models import Reservation, Workload
 from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action
 from tenants.models import Project
-from tenants.serializers import AuditEventSerializer
 
 
 class WorkloadCursor(Cursor):
