@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 
 from events import store
-from orders import services
+from orders import selectors, services
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from tenants.models import Role
 from tests.builders import Builder, run
@@ -188,7 +188,7 @@ def test_operators_set_the_approval_threshold_in_the_admin(operator: Client) -> 
 
     assert response.status_code == 302
     assert ApprovalPolicy.objects.get().threshold_gpus == 128
-    assert services.approval_threshold() == 128
+    assert selectors.approval_threshold() == 128
     assert [e.type for e in store.read_stream("order_policy", "approval")] == [
         "orders.ApprovalThresholdSet",
         "orders.ApprovalThresholdSet",
