@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from orders import services
+from orders import selectors, services
 from orders.models import ApprovalPolicy, Order, OrderStep
 from tenants.service_admin import ReadOnlyServiceAdmin, ServiceAdmin
 
@@ -66,19 +66,19 @@ class OrderAdmin(ReadOnlyServiceAdmin):
 @admin.register(ApprovalPolicy)
 class ApprovalPolicyAdmin(ServiceAdmin):
     """One row: orders of more GPUs than the threshold wait for approval (default
-    ``services.DEFAULT_APPROVAL_THRESHOLD_GPUS`` until an operator sets it)."""
+    ``selectors.DEFAULT_APPROVAL_THRESHOLD_GPUS`` until an operator sets it)."""
 
     list_display = ("threshold_gpus", "updated_at")
     fields = ("threshold_gpus",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return not ApprovalPolicy.objects.exists()
+        return selectors.approval_policy() is None
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
-        return {"threshold_gpus": services.approval_threshold()}
+        return {"threshold_gpus": selectors.approval_threshold()}
 
     def save_model(
         self, request: HttpRequest, obj: ApprovalPolicy, form: Any, change: bool

@@ -8,9 +8,9 @@ class OrdersConfig(AppConfig):
     verbose_name = "Orders"
 
     def ready(self) -> None:
-        from orders import services
+        from orders import selectors, services
         from scheduler import hooks
 
         hooks.on_workload_ended(services.order_close_for_workload)
         hooks.on_reservation_ended(services.order_close_for_reservation)
-        hooks.register_approval_threshold(services.approval_threshold)
+        hooks.register_approval_threshold(selectors.approval_threshold)

@@ -12,7 +12,7 @@ class OrderStatus(models.TextChoices):
     VALIDATED = "validated"  # large orders wait here for an operator
     APPROVED = "approved"
     FULFILLED = "fulfilled"  # its workload or reservation exists
-    CLOSED = "closed"  # its workload ended
+    CLOSED = "closed"  # its workload or reservation ended
     REJECTED = "rejected"
     CANCELLED = "cancelled"
 

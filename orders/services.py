@@ -21,7 +21,6 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
 from django.utils import timezone
 
 from catalog.models import Offering, OfferingKind, PricePlan
@@ -31,6 +30,7 @@ from events.types import DomainEvent
 from neocloud.core.errors import ValidationFailed
 from neocloud.core.transactions import atomic_with_retry, row_lock
 from orders import events as ev
+from orders import selectors
 from orders.errors import (
     GpuModelNotOffered,
     InvalidTransition,
@@ -42,7 +42,7 @@ from orders.errors import (
 )
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
-from scheduler.models import FINAL_STATUSES, Reservation, ReservationStatus, Workload
+from scheduler.models import Reservation, Workload
 from scheduler.specs import (
     RESERVATION_HORIZON,
     RESERVATION_START_TOLERANCE,
@@ -51,11 +51,11 @@ from scheduler.specs import (
     WorkloadSpec,
 )
 from scheduler.specs import PricePlan as Plan
+from tenants import selectors as tenants
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
 from tenants.models import Organization, Project, Quota
 
-DEFAULT_APPROVAL_THRESHOLD_GPUS = 64
 SYSTEM = Actor.system_actor("orders")
 WHOLE = 1000  # milli-GPU in one GPU
 CANCELLABLE = frozenset({OrderStatus.SUBMITTED, OrderStatus.VALIDATED, OrderStatus.APPROVED})
@@ -261,8 +261,8 @@ def check_standing(
 def _check_quota(
     organization: Organization, project: Project, gpu_models: Sequence[str], gpus: int
 ) -> None:
-    quotas = Quota.objects.filter(organization=organization, gpu_model__in=gpu_models).filter(
-        Q(project__isnull=True) | Q(project=project)
+    quotas = tenants.quotas_applying(
+        organization=organization, project=project, gpu_models=gpu_models
     )
     binding: dict[str, Quota] = {}
     for quota in quotas:
@@ -288,17 +288,14 @@ def _check_quota(
 # --- the approval threshold -----------------------------------------------------------------
 
 
-def approval_threshold() -> int:
-    """Orders of more GPUs than this wait for an operator."""
-    policy = ApprovalPolicy.objects.filter(pk=1).first()
-    return policy.threshold_gpus if policy else DEFAULT_APPROVAL_THRESHOLD_GPUS
-
-
 def approval_threshold_set(*, actor: Actor, threshold_gpus: int) -> ApprovalPolicy:
+    """Operators set the threshold (``order_policy/approval``); setting it again to the same
+    number records nothing."""
     actor.require(Action.ORDER_APPROVE)
     if threshold_gpus < 0:
         raise ValidationFailed("not negative", fields={"threshold_gpus": ["not negative"]})
-    if approval_threshold() != threshold_gpus or not ApprovalPolicy.objects.exists():
+    policy = selectors.approval_policy()
+    if policy is None or policy.threshold_gpus != threshold_gpus:
         store.append(
             ev.POLICY_STREAM,
             ev.APPROVAL_POLICY_ID,
@@ -362,7 +359,7 @@ def order_submit(
     price = shape.price
     if price is None:  # only without a region, which an order always names
         raise RegionNotOffered("an order names its region", fields={"region": ["required"]})
-    threshold = approval_threshold()
+    threshold = selectors.approval_threshold()
     needs_approval = shape.gpus > threshold
     order_id = uuid.uuid4()
     store.append(
@@ -603,32 +600,7 @@ def orders_close_ended(*, actor: Actor, now: datetime | None = None) -> int:
     """Close the fulfilled orders whose workload has ended or whose reservation was cancelled
     or is over, each in a transaction of its own; how many it closed. Run periodically: a
     window running out is no event, and the on-commit hooks are lost if they fail."""
-    now = now or timezone.now()
-    ended_workloads = Workload.objects.filter(status__in=FINAL_STATUSES)
-    ended_reservations = Reservation.objects.filter(
-        Q(status=ReservationStatus.CANCELLED) | Q(ends_at__lte=now)
-    )
-    closing = Order.objects.filter(status=OrderStatus.FULFILLED).filter(
-        Q(workload_id__in=ended_workloads.values("pk"))
-        | Q(reservation_id__in=ended_reservations.values("pk"))
-    )
-    workloads: dict[uuid.UUID | None, Workload] = {
-        w.pk: w for w in ended_workloads.filter(pk__in=closing.values("workload_id"))
-    }
-    reservations: dict[uuid.UUID | None, Reservation] = {
-        r.pk: r for r in ended_reservations.filter(pk__in=closing.values("reservation_id"))
-    }
-    orders = list(closing.order_by("created_at", "id"))
-    for order in orders:
-        if order.workload_id in workloads:
-            workload = workloads[order.workload_id]
-            why = f"workload {workload.name} {workload.status}"
-        else:
-            reservation = reservations[order.reservation_id]
-            why = (
-                "reservation cancelled"
-                if reservation.status == ReservationStatus.CANCELLED
-                else f"reservation ended at {reservation.ends_at:%Y-%m-%d %H:%M} UTC"
-            )
+    ended = selectors.orders_ended(now=now or timezone.now())
+    for order, why in ended:
         atomic_with_retry(order_close, actor=actor, order_id=order.pk, reason=why)
-    return len(orders)
+    return len(ended)

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from events.models import Event
+from events.serializers import AuditEventSerializer
 from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
@@ -26,7 +27,6 @@ from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
 from tenants.access import Action
 from tenants.models import Project
 from tenants.permissions import IsOperator
-from tenants.serializers import AuditEventSerializer
 from tenants.viewsets import TenantViewSet
 
 

@@ -58,16 +58,13 @@ class OrganizationAdmin(ServiceAdmin):
                 billing_email=obj.billing_email,
             )
         else:
-            owner = self.run(
-                request, services.user_get_or_register, email=form.cleaned_data["owner_email"]
-            )
-            saved = self.run(
+            saved, _owner = self.run(
                 request,
-                services.organization_create,
+                services.organization_create_with_owner,
                 name=obj.name,
                 slug=obj.slug,
                 billing_email=obj.billing_email,
-                owner=owner,
+                owner_email=form.cleaned_data["owner_email"],
             )
         obj.pk = saved.pk
 

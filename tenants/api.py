@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django_filters.filterset import filterset_factory
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
@@ -15,8 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from events.serializers import AuditEventSerializer
 from neocloud.api.idempotency import idempotent
-from neocloud.core.transactions import atomic_with_retry
 from tenants import selectors, services
 from tenants import serializers as s
 from tenants.access import Action
@@ -48,10 +48,7 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
     def create(self, request: Request) -> Response:
         """Operators create a customer organization with its first owner."""
         data = self.validated(s.OrganizationCreateSerializer, request.data)
-        owner = atomic_with_retry(
-            services.user_get_or_register, actor=self.actor, email=data.pop("owner_email")
-        )
-        organization = self.perform(services.organization_create, owner=owner, **data)
+        organization, _owner = self.perform(services.organization_create_with_owner, **data)
         return Response(s.OrganizationSerializer(organization).data, status=201)
 
     @extend_schema(request=s.OrganizationUpdateSerializer, responses=s.OrganizationSerializer)
@@ -80,13 +77,13 @@ class OrganizationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tena
         )
         return Response(s.OrganizationSerializer(organization).data)
 
-    @extend_schema(responses=s.AuditEventSerializer(many=True))
+    @extend_schema(responses=AuditEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=AuditCursor, filter_backends=[])
     def events(self, request: Request, pk: str) -> Response:
         """The organization's audit feed: every event recorded for it, newest first."""
         feed = selectors.audit_feed(actor=self.actor, organization=self.get_object())
         page = self.paginate_queryset(feed)
-        return self.get_paginated_response(s.AuditEventSerializer(page, many=True).data)
+        return self.get_paginated_response(AuditEventSerializer(page, many=True).data)
 
 
 class ProjectViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
@@ -192,9 +189,7 @@ class ApiKeyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantView
     ordering_fields = ["created_at", "last_used_at"]
 
     def get_queryset(self) -> QuerySet[Any]:
-        managed = super().get_queryset()
-        own = self.actor.scope(ApiKey.objects.filter(user=self.actor.user), Action.API_KEY_READ)
-        return ApiKey.objects.filter(Q(pk__in=managed.values("pk")) | Q(pk__in=own.values("pk")))
+        return selectors.api_key_list(actor=self.actor)
 
     @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer})
     @idempotent(redact={"secret"})
@@ -243,6 +238,6 @@ class MeView(APIView):
     @extend_schema(responses=s.MeSerializer)
     def get(self, request: Request) -> Response:
         actor = actor_for(request)
-        memberships = sorted(actor.memberships.values(), key=lambda m: m.organization.slug)
+        memberships = selectors.memberships_shown(actor=actor)
         context = {"memberships": memberships, "api_key": actor.api_key}
         return Response(s.MeSerializer(actor.user, context=context).data)

@@ -1,6 +1,7 @@
-"""Tenancy events. Every one but ``UserRegistered`` lives in its organization's stream
-(``organization/<id>``): the organization is the aggregate whose invariants (at least one
-owner, project quotas within the organization's) one expected version protects."""
+"""Tenancy events. A user's (``UserRegistered``, ``UserUpdated``) live in the user's stream
+(``user/<id>``); every other one in its organization's (``organization/<id>``): the
+organization is the aggregate whose invariants (at least one owner, project quotas within the
+organization's) one expected version protects."""
 
 from __future__ import annotations
 

@@ -42,6 +42,15 @@ class ProjectsScope(models.TextChoices):
     SELECTED = "selected"
 
 
+class InvitationState(models.TextChoices):
+    """Where an invitation stands (``Invitation.state``): only a pending one can be used."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
 class TenantPath:
     """Where a model's organization (and project) live, for the one tenant-scoping mechanism
     (``tenants.access.Actor.scope``)."""
@@ -176,14 +185,14 @@ class Invitation(models.Model):
         return f"{self.email} to {self.organization}"
 
     @property
-    def state(self) -> str:
+    def state(self) -> InvitationState:
         if self.accepted_at:
-            return "accepted"
+            return InvitationState.ACCEPTED
         if self.revoked_at:
-            return "revoked"
+            return InvitationState.REVOKED
         if self.expires_at <= timezone.now():
-            return "expired"
-        return "pending"
+            return InvitationState.EXPIRED
+        return InvitationState.PENDING
 
 
 class ApiKey(models.Model):

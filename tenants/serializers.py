@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from events.models import Event
 from neocloud.api.fields import (
     MAX_LIST_ITEMS,
     StrictCharField,
@@ -19,7 +18,6 @@ from neocloud.api.fields import (
     StrictUUIDField,
     UniqueListField,
 )
-from tenants import selectors
 from tenants.models import (
     ApiKey,
     Invitation,
@@ -244,32 +242,3 @@ class MeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def get_api_key(self, user: User) -> dict[str, Any] | None:
         api_key = self.context.get("api_key")
         return dict(ApiKeySerializer(api_key).data) if api_key else None
-
-
-class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
-    """An event as the feeds show it: its data without credentials."""
-
-    actor = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Event
-        fields = [
-            "position",
-            "type",
-            "stream_type",
-            "stream_id",
-            "version",
-            "data",
-            "actor",
-            "recorded_at",
-        ]
-        read_only_fields = fields
-
-    def to_representation(self, event: Event) -> dict[str, Any]:
-        shown: dict[str, Any] = super().to_representation(event)
-        shown["data"] = selectors.audit_data(event)
-        return shown
-
-    def get_actor(self, event: Event) -> str | None:
-        actor = event.metadata.get("actor")
-        return str(actor) if actor is not None else None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from orders.models import Order
+from orders.models import Order, OrderStatus
 from scheduler.models import Reservation
 from tests.builders import client_with_key
 from tests.builders.commerce import Customer, Shop
@@ -65,5 +65,5 @@ def test_reserved_orders_and_reservations_at_once_all_succeed(
 
     assert [repr(e) for e in errors] == []
     assert sorted(set(statuses)) == [("order", 201), ("reservation", 201)]
-    assert Order.objects.filter(status="fulfilled").count() == CLIENTS * ROUNDS
+    assert Order.objects.filter(status=OrderStatus.FULFILLED).count() == CLIENTS * ROUNDS
     assert Reservation.objects.count() == 2 * CLIENTS * ROUNDS

@@ -15,6 +15,7 @@ from events import store
 from events.models import Event
 from events.replay import projections_replay
 from neocloud.core.errors import ApplicationError
+from orders import events as ev
 from orders import services
 from orders.models import ApprovalPolicy, Order, OrderStatus, OrderStep
 from scheduler.models import Reservation, Workload
@@ -42,7 +43,7 @@ def test_a_small_order_is_approved_and_fulfilled_at_once(customer: Customer) -> 
 
     body = response.json()
     assert response.status_code == 201
-    assert body["status"] == "fulfilled"
+    assert body["status"] == OrderStatus.FULFILLED
     workload = Workload.objects.get(pk=body["workload_id"])
     assert (workload.order_id, workload.offering, workload.price_plan) == (
         Order.objects.get().pk,
@@ -58,14 +59,14 @@ def test_a_small_order_is_approved_and_fulfilled_at_once(customer: Customer) -> 
     assert workload.project_id == customer.project.pk
     member_key = body["submitted_by"]
     assert [s for s, _ in _steps(body["id"])] == [
-        "submitted",
-        "validated",
-        "approved",
-        "fulfilled",
+        OrderStatus.SUBMITTED,
+        OrderStatus.VALIDATED,
+        OrderStatus.APPROVED,
+        OrderStatus.FULFILLED,
     ]
     assert _steps(body["id"])[2:] == [
-        ("approved", "system:orders.approval"),
-        ("fulfilled", "system:orders.approval"),
+        (OrderStatus.APPROVED, "system:orders.approval"),
+        (OrderStatus.FULFILLED, "system:orders.approval"),
     ]
     assert member_key.startswith("api_key:")
     assert store.read_stream("workload", body["workload_id"])[0].metadata["actor"] == member_key
@@ -117,7 +118,7 @@ def test_reserved_capacity_becomes_a_reservation(customer: Customer) -> None:
         Order.objects.get().pk,
     )
     assert (reservation.starts_at, reservation.ends_at) == (starts_at, ends_at)
-    assert body["status"] == "fulfilled"
+    assert body["status"] == OrderStatus.FULFILLED
     assert body["workload_id"] is None
     # 1.80 per GPU-hour x 8 GPUs x 48 h = 691.20
     assert body["estimated_cost_minor"] == 69_120
@@ -148,10 +149,10 @@ def test_an_operator_approves_a_large_order_in_the_admin(
     assert approved.status == OrderStatus.FULFILLED
     assert Workload.objects.get(order_id=approved.pk).pk == approved.workload_id
     assert [s for s, _ in _steps(order_id)] == [
-        "submitted",
-        "validated",
-        "approved",
-        "fulfilled",
+        OrderStatus.SUBMITTED,
+        OrderStatus.VALIDATED,
+        OrderStatus.APPROVED,
+        OrderStatus.FULFILLED,
     ]
     assert _steps(order_id)[2][1].startswith("user:")
     assert approved.status_reason == ""
@@ -183,7 +184,7 @@ def test_a_fulfilled_order_cannot_be_cancelled(customer: Customer) -> None:
 
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "invalid_transition"
-    assert response.json()["error"]["details"]["status"] == "fulfilled"
+    assert response.json()["error"]["details"]["status"] == OrderStatus.FULFILLED
 
 
 def test_an_order_closes_once_when_its_workload_ends(customer: Customer) -> None:
@@ -193,10 +194,10 @@ def test_an_order_closes_once_when_its_workload_ends(customer: Customer) -> None
     again = run(services.order_close, order_id=fulfilled.pk, reason="workload succeeded")
 
     assert closed.status == again.status == OrderStatus.CLOSED
-    assert [e.type for e in store.read_stream("order", str(fulfilled.pk))][-1] == (
-        "orders.OrderClosed"
+    assert [e.type for e in store.read_stream(ev.ORDER_STREAM, str(fulfilled.pk))][-1] == (
+        ev.OrderClosed.event_type
     )
-    assert len(store.read_stream("order", str(fulfilled.pk))) == 5
+    assert len(store.read_stream(ev.ORDER_STREAM, str(fulfilled.pk))) == 5
 
 
 def test_only_fulfilled_orders_close(customer: Customer) -> None:
@@ -299,11 +300,11 @@ def test_replay_rebuilds_the_catalog_and_orders_as_they_were(customer: Customer)
         currency="USD",
     )
     assert sorted(Order.objects.values_list("status", flat=True)) == [
-        "cancelled",
-        "closed",
-        "fulfilled",
-        "rejected",
-        "validated",
+        OrderStatus.CANCELLED,
+        OrderStatus.CLOSED,
+        OrderStatus.FULFILLED,
+        OrderStatus.REJECTED,
+        OrderStatus.VALIDATED,
     ]
     live = _tables()
 

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test import Client
 
 from events import store
-from orders import services
+from orders import events as ev
+from orders import selectors, services
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from tenants.models import Role
 from tests.builders import Builder, run
@@ -33,14 +34,17 @@ def test_an_order_over_the_threshold_waits_validated(customer: Customer) -> None
 
     body = response.json()
     assert response.status_code == 201
-    assert body["status"] == "validated"
+    assert body["status"] == OrderStatus.VALIDATED
     assert body["needs_approval"] is True
     assert body["status_reason"] == "16 GPUs is over the approval threshold of 0"
     assert (body["gpus"], body["gpus_per_node"], body["nodes"]) == (16, 8, 2)
     # 2.40 per GPU-hour x 16 GPUs x 1.5 h = 57.60
     assert (body["price_per_gpu_hour_minor"], body["currency"]) == (240, "USD")
     assert body["estimated_cost_minor"] == 5760
-    assert [step["status"] for step in body["steps"]] == ["submitted", "validated"]
+    assert [step["status"] for step in body["steps"]] == [
+        OrderStatus.SUBMITTED,
+        OrderStatus.VALIDATED,
+    ]
     assert body["steps"][0]["actor"].startswith("api_key:")
     assert body["workload_id"] is None
 
@@ -50,18 +54,18 @@ def test_every_step_is_an_event_with_the_actor_and_organization(customer: Custom
 
     cancelled = customer.post_order_action(order_id, "cancel", reason="changed my mind")
 
-    events = store.read_stream("order", order_id)
+    events = store.read_stream(ev.ORDER_STREAM, order_id)
     assert [e.type for e in events] == [
-        "orders.OrderSubmitted",
-        "orders.OrderValidated",
-        "orders.OrderCancelled",
+        ev.OrderSubmitted.event_type,
+        ev.OrderValidated.event_type,
+        ev.OrderCancelled.event_type,
     ]
     assert {e.metadata["organization_id"] for e in events} == {str(customer.organization.pk)}
     assert all(e.metadata["actor"].startswith("api_key:") for e in events)
-    assert cancelled.json()["status"] == "cancelled"
+    assert cancelled.json()["status"] == OrderStatus.CANCELLED
     assert cancelled.json()["status_reason"] == "changed my mind"
     audit = customer.get(f"/api/v1/organizations/{customer.organization.pk}/events").json()
-    assert "orders.OrderCancelled" in [e["type"] for e in audit["results"]]
+    assert ev.OrderCancelled.event_type in [e["type"] for e in audit["results"]]
 
 
 def test_the_same_idempotency_key_twice_makes_one_order(customer: Customer) -> None:
@@ -113,7 +117,7 @@ def test_simultaneous_posts_with_one_key_make_one_order(build: Builder) -> None:
     assert [status for status, _ in responses] == [201] * callers
     assert all(body == responses[0][1] for _, body in responses)
     assert Order.objects.count() == 1
-    assert len(store.read_stream("order", str(Order.objects.get().pk))) == 2
+    assert len(store.read_stream(ev.ORDER_STREAM, str(Order.objects.get().pk))) == 2
 
 
 def test_another_organizations_order_is_a_404(customer: Customer, build: Builder) -> None:
@@ -178,7 +182,7 @@ def test_an_operator_rejects_a_waiting_order_in_the_admin(
     order = Order.objects.get(pk=order_id)
     assert order.status == OrderStatus.REJECTED
     assert order.status_reason.startswith("rejected_by_operator: rejected by operator")
-    assert store.read_stream("order", order_id)[-1].metadata["actor"].startswith("user:")
+    assert store.read_stream(ev.ORDER_STREAM, order_id)[-1].metadata["actor"].startswith("user:")
     assert cancel.status_code == 409
     assert cancel.json()["error"]["code"] == "invalid_transition"
 
@@ -188,10 +192,10 @@ def test_operators_set_the_approval_threshold_in_the_admin(operator: Client) -> 
 
     assert response.status_code == 302
     assert ApprovalPolicy.objects.get().threshold_gpus == 128
-    assert services.approval_threshold() == 128
-    assert [e.type for e in store.read_stream("order_policy", "approval")] == [
-        "orders.ApprovalThresholdSet",
-        "orders.ApprovalThresholdSet",
+    assert selectors.approval_threshold() == 128
+    assert [e.type for e in store.read_stream(ev.POLICY_STREAM, ev.APPROVAL_POLICY_ID)] == [
+        ev.ApprovalThresholdSet.event_type,
+        ev.ApprovalThresholdSet.event_type,
     ]
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from catalog import services as catalog
 from catalog.models import Offering
 from events.models import Event
+from orders import events as ev
 from orders.models import Order
 from scheduler import hooks
 from tenants import services as tenants
@@ -27,7 +28,7 @@ SOON = timezone.now() + timedelta(days=1)
 
 def _nothing_written() -> None:
     assert not Order.objects.exists()
-    assert not Event.objects.filter(stream_type="order").exists()
+    assert not Event.objects.filter(stream_type=ev.ORDER_STREAM).exists()
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from events import store
+from tenants import events as ev
 from tenants.models import (
     ApiKey,
     Membership,
@@ -28,7 +29,7 @@ def operator() -> Client:
 
 
 def _types(org: Organization) -> list[str]:
-    return [e.type for e in store.read_stream("organization", str(org.pk))]
+    return [e.type for e in store.read_stream(ev.ORGANIZATION_STREAM, str(org.pk))]
 
 
 def test_an_operator_creates_an_organization_in_the_admin(operator: Client) -> None:
@@ -45,8 +46,12 @@ def test_an_operator_creates_an_organization_in_the_admin(operator: Client) -> N
     org = Organization.objects.get(slug="globex")
     assert response.status_code == 302
     assert Membership.objects.get(organization=org).role == Role.OWNER
-    assert _types(org) == ["tenants.OrganizationCreated", "tenants.MemberAdded"]
-    assert store.read_stream("organization", str(org.pk))[0].metadata["actor"].startswith("user:")
+    assert _types(org) == [ev.OrganizationCreated.event_type, ev.MemberAdded.event_type]
+    assert (
+        store.read_stream(ev.ORGANIZATION_STREAM, str(org.pk))[0]
+        .metadata["actor"]
+        .startswith("user:")
+    )
 
 
 def test_suspending_in_the_admin_is_an_event(build: Builder, operator: Client) -> None:
@@ -61,7 +66,7 @@ def test_suspending_in_the_admin_is_an_event(build: Builder, operator: Client) -
     )
 
     assert Organization.objects.get(pk=org.pk).status == OrganizationStatus.SUSPENDED
-    assert _types(org)[-1] == "tenants.OrganizationSuspended"
+    assert _types(org)[-1] == ev.OrganizationSuspended.event_type
 
 
 def test_a_refused_write_shows_its_reason(build: Builder, operator: Client) -> None:
@@ -107,7 +112,7 @@ def test_revoking_keys_in_the_admin(build: Builder, operator: Client) -> None:
     )
 
     assert ApiKey.objects.get(pk=api_key.pk).revoked_at is not None
-    assert _types(org)[-1] == "tenants.ApiKeyRevoked"
+    assert _types(org)[-1] == ev.ApiKeyRevoked.event_type
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from neocloud.core.redaction import REDACTED, is_credential
+from tenants import events as ev
 from tenants import services
 from tenants.models import ApiKey, Invitation, Membership, Organization, Role
 from tests.builders import Builder, client_with_key, run
@@ -37,7 +38,7 @@ def org(build: Builder) -> Organization:
     project = build.project(org)
     member = build.member(org, Role.MEMBER)
     build.key(org, member.user, project=project)
-    run(services.invitation_create, organization=org, email="new@acme.example", role="viewer")
+    run(services.invitation_create, organization=org, email="new@acme.example", role=Role.VIEWER)
     run(services.quota_set, organization=org, gpu_model="h100", max_gpus=8)
     return org
 
@@ -49,12 +50,14 @@ def test_no_event_in_the_feed_carries_a_credential(build: Builder, org: Organiza
     )
 
     events = response.json()["results"]
-    assert {"tenants.ApiKeyCreated", "tenants.InvitationCreated"} <= {e["type"] for e in events}
+    assert {ev.ApiKeyCreated.event_type, ev.InvitationCreated.event_type} <= {
+        e["type"] for e in events
+    }
     assert {e["type"]: credentials_in(e["data"]) for e in events} == {e["type"]: [] for e in events}
     hashes = [*ApiKey.objects.values_list("key_hash", flat=True)]
     hashes += Invitation.objects.values_list("token_hash", flat=True)
     assert [h for h in hashes if h in response.content.decode()] == []
-    created = next(e for e in events if e["type"] == "tenants.ApiKeyCreated")
+    created = next(e for e in events if e["type"] == ev.ApiKeyCreated.event_type)
     # What an admin may see stays: who, which key, which scopes.
     assert created["data"]["key_hash"] == REDACTED
     assert created["data"]["prefix"] == ApiKey.objects.get(pk=created["data"]["api_key_id"]).prefix

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tenants import events as ev
 from tenants import services
 from tenants.models import Organization, Project, Role
 from tests.builders import Builder, client_with_key, run
@@ -68,7 +69,11 @@ def test_the_audit_feed_holds_only_the_organizations_events(
     assert {e["stream_id"] for e in feed["results"]} == {str(alpha.pk)}
     assert feed["results"][0]["position"] > feed["results"][-1]["position"]  # newest first
     types = {e["type"] for e in feed["results"]}
-    assert {"tenants.OrganizationCreated", "tenants.QuotaSet", "tenants.ApiKeyCreated"} <= types
+    assert {
+        ev.OrganizationCreated.event_type,
+        ev.QuotaSet.event_type,
+        ev.ApiKeyCreated.event_type,
+    } <= types
 
 
 def test_a_filter_by_another_tenants_organization_returns_nothing(

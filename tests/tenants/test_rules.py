@@ -12,6 +12,7 @@ from django.utils import timezone
 from events import store
 from events.replay import projections_replay
 from neocloud.core.errors import ValidationFailed
+from tenants import events as ev
 from tenants import services
 from tenants.access import Actor
 from tenants.errors import (
@@ -28,6 +29,7 @@ from tenants.errors import (
 from tenants.models import (
     ApiKey,
     Invitation,
+    InvitationState,
     Membership,
     Organization,
     Project,
@@ -80,7 +82,7 @@ def test_an_owner_may_leave_once_another_owner_exists(build: Builder, org: Organ
 
 @pytest.mark.parametrize(
     ("target_role", "new_role"),
-    [("owner", "admin"), ("member", "owner")],
+    [(Role.OWNER, Role.ADMIN), (Role.MEMBER, Role.OWNER)],
     ids=["demote-an-owner", "promote-to-owner"],
 )
 def test_only_owners_change_owners(
@@ -148,13 +150,13 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner(build: Builder) 
 @pytest.mark.parametrize(
     ("role", "scopes", "allowed"),
     [
-        ("viewer", ["read"], True),
-        ("viewer", ["read", "write"], False),
-        ("billing", ["read", "write"], True),
-        ("billing", ["admin"], False),
-        ("member", ["read", "write"], True),
-        ("member", ["admin"], False),
-        ("admin", ["admin"], True),
+        (Role.VIEWER, [Scope.READ], True),
+        (Role.VIEWER, [Scope.READ, Scope.WRITE], False),
+        (Role.BILLING, [Scope.READ, Scope.WRITE], True),
+        (Role.BILLING, [Scope.ADMIN], False),
+        (Role.MEMBER, [Scope.READ, Scope.WRITE], True),
+        (Role.MEMBER, [Scope.ADMIN], False),
+        (Role.ADMIN, [Scope.ADMIN], True),
     ],
 )
 def test_a_key_never_carries_more_than_its_role_allows(
@@ -330,7 +332,7 @@ def test_an_invitation_is_accepted_once_by_the_invited_address(
         run(services.invitation_accept, actor=Actor(user=invitee), token=token)
 
     assert membership.role == Role.VIEWER
-    assert Invitation.objects.get(pk=invitation.pk).state == "accepted"
+    assert Invitation.objects.get(pk=invitation.pk).state == InvitationState.ACCEPTED
 
 
 def test_expired_and_revoked_invitations_cannot_be_accepted(
@@ -346,7 +348,10 @@ def test_expired_and_revoked_invitations_cannot_be_accepted(
     )
     run(services.invitation_revoke, invitation=revoked)
 
-    for token, state in ((expired_token, "expired"), (revoked_token, "revoked")):
+    for token, state in (
+        (expired_token, InvitationState.EXPIRED),
+        (revoked_token, InvitationState.REVOKED),
+    ):
         with pytest.raises(InvitationInvalid, match=state):
             run(services.invitation_accept, actor=Actor(user=invitee), token=token)
     assert not Membership.objects.filter(user=invitee).exists()
@@ -444,17 +449,17 @@ def test_every_change_is_an_event_with_actor_and_organization(
     owner = owner_of(org)
     build.project(org)
 
-    events = store.read_stream("organization", str(org.pk))
+    events = store.read_stream(ev.ORGANIZATION_STREAM, str(org.pk))
 
     assert [e.type for e in events] == [
-        "tenants.OrganizationCreated",
-        "tenants.MemberAdded",
-        "tenants.ProjectCreated",
+        ev.OrganizationCreated.event_type,
+        ev.MemberAdded.event_type,
+        ev.ProjectCreated.event_type,
     ]
     assert {e.metadata["organization_id"] for e in events} == {str(org.pk)}
     assert events[0].metadata["actor"] == "system:tests"
     run(services.organization_update, actor=owner, organization=org, name="Acme Inc")
-    (last,) = store.read_stream("organization", str(org.pk), after_version=3)
+    (last,) = store.read_stream(ev.ORGANIZATION_STREAM, str(org.pk), after_version=3)
     assert last.metadata["actor"] == f"user:{owner_user(org).pk}"
 
 
@@ -498,6 +503,6 @@ def test_create_organization_prints_a_working_owner_key() -> None:
     me = client_with_key(secret).get("/api/v1/me").json()
 
     assert me["email"] == "peter@initech.example"
-    assert me["memberships"][0]["role"] == "owner"
+    assert me["memberships"][0]["role"] == Role.OWNER
     assert me["memberships"][0]["organization"]["slug"] == "initech"
     assert Scope.ADMIN in me["api_key"]["scopes"]
