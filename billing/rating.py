@@ -38,7 +38,7 @@ MILLI_GPU_SECONDS_PER_GPU_HOUR = 1000 * 3600
 
 
 class Usage(Protocol):
-    """What rating reads of a metering usage line (``metering.services.UsageLine``)."""
+    """What rating reads of a metering usage line (``metering.selectors.UsageLine``)."""
 
     @property
     def project_id(self) -> UUID: ...
