@@ -164,15 +164,7 @@ class GpuModelEntry(Entry):
     mig_profiles: list[Annotated[str, BeforeValidator(_mig_profile)]] = []
 
     def spec(self) -> GpuModelSpec:
-        return GpuModelSpec(
-            slug=self.slug,
-            name=self.name,
-            vendor=self.vendor,
-            memory_gib=self.memory_gib,
-            interconnect=self.interconnect,
-            shareable=self.shareable,
-            mig_profiles=tuple(self.mig_profiles),
-        )
+        return GpuModelSpec(**{**self.model_dump(), "mig_profiles": tuple(self.mig_profiles)})
 
 
 class NodeEntry(Entry):
