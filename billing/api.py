@@ -1,8 +1,6 @@
-"""Billing endpoints. Views validate, call one service, and render."""
+"""Billing endpoints. Views validate, call one service or selector, and render."""
 
 from __future__ import annotations
-
-import uuid
 
 from django.http import HttpResponse
 from django.template.loader import render_to_string
@@ -20,13 +18,10 @@ from rest_framework.decorators import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from billing import selectors, services
 from billing import serializers as s
-from billing import services
 from billing.models import BillingAccount, Invoice
-from billing.money import Money
-from neocloud.core.errors import NotFound
 from tenants.access import Action
-from tenants.models import Organization
 from tenants.viewsets import TenantViewSet
 
 
@@ -48,25 +43,7 @@ class InvoiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVie
     @action(detail=True, methods=["get"])
     def html(self, request: Request, pk: str) -> HttpResponse:
         """The invoice as a printable HTML page."""
-        invoice = self.get_object()
-        organization = Organization.objects.get(pk=invoice.organization_id)
-
-        def money(minor: int) -> str:
-            return Money(invoice.currency, minor).format()
-
-        page = render_to_string(
-            "billing/invoice.html",
-            {
-                "invoice": invoice,
-                "organization": organization,
-                "lines": [(line, money(line.amount_minor)) for line in invoice.lines.all()],
-                "subtotal": money(invoice.subtotal_minor),
-                "credits": money(-invoice.credits_minor),
-                "tax": money(invoice.tax_minor),
-                "total": money(invoice.total_minor),
-                "due": money(invoice.amount_due_minor),
-            },
-        )
+        page = render_to_string("billing/invoice.html", selectors.invoice_page(self.get_object()))
         return HttpResponse(page, content_type="text/html; charset=utf-8")
 
     @extend_schema(request=None, responses=s.InvoiceSerializer)
@@ -97,17 +74,9 @@ class BillingAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
         """Attach a Stripe PaymentMethod to the organization's Stripe customer and charge
         invoices to it (owners, billing). A card Stripe declines is `402 card_declined`."""
         data = self.validated(s.PaymentMethodSerializer, request.data)
-        try:
-            wanted = uuid.UUID(organization_id)
-        except ValueError:
-            raise NotFound("no such organization") from None
-        organization = (
-            self.actor.scope(Organization.objects.all(), Action.ORGANIZATION_READ)
-            .filter(pk=wanted)
-            .first()
+        organization = selectors.organization_for_payment(
+            actor=self.actor, organization_id=organization_id
         )
-        if organization is None:
-            raise NotFound("no such organization")
         account = services.payment_method_set(
             actor=self.actor, organization=organization, payment_method_id=data["payment_method"]
         )

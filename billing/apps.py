@@ -8,7 +8,7 @@ class BillingConfig(AppConfig):
     verbose_name = "Billing"
 
     def ready(self) -> None:
-        from billing import services
+        from billing import selectors
         from scheduler import hooks
 
-        hooks.register_payment_check(services.payment_refusal)
+        hooks.register_payment_check(selectors.payment_refusal)

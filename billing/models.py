@@ -24,6 +24,10 @@ class InvoiceStatus(models.TextChoices):
     VOID = "void"
 
 
+# Issued and not settled: what an organization owes.
+OPEN_STATUSES = (InvoiceStatus.FINALIZED, InvoiceStatus.UNCOLLECTIBLE)
+
+
 class BillingAccount(models.Model):
     """An organization's billing profile and its Stripe customer (no row: the defaults,
     ``BILLING_DEFAULT_COUNTRY`` / ``BILLING_DEFAULT_CURRENCY``, no commitment)."""

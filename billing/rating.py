@@ -1,7 +1,8 @@
 """Rating: usage, reservations, commitments, credits and tax into the lines of an invoice.
 
-Pure functions over values (no database): the services read prices, usage and credits and
-pass them in, so the same code rates a live invoice, a replay check and the benchmark.
+Pure functions over values (no database): closing a month (``services.closing``) reads
+prices, usage and credits through the selectors and passes them in, so the same code rates a
+live invoice, a replay check and the benchmark.
 
 Order of an invoice, in one currency:
 
@@ -38,7 +39,7 @@ MILLI_GPU_SECONDS_PER_GPU_HOUR = 1000 * 3600
 
 
 class Usage(Protocol):
-    """What rating reads of a metering usage line (``metering.services.UsageLine``)."""
+    """What rating reads of a metering usage line (``metering.selectors.UsageLine``)."""
 
     @property
     def project_id(self) -> UUID: ...

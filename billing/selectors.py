@@ -1,5 +1,6 @@
-"""What billing reads: its own tables, and the inputs of rating from the other apps
-(catalog prices, metering usage, reservations, the log for SLA timelines)."""
+"""What billing reads: its own tables (invoices, accounts, what is due for collection, the
+payment check of new work), and the inputs of rating from the other apps (catalog prices,
+metering usage, reservations, the log for SLA timelines)."""
 
 from __future__ import annotations
 
@@ -11,30 +12,114 @@ from uuid import UUID
 from django.conf import settings
 from django.db.models import QuerySet
 
+from billing import events as ev
 from billing.models import (
+    OPEN_STATUSES,
     BillingAccount,
     CreditGrant,
     DefaultGpuPrice,
     Invoice,
+    InvoicePayment,
+    InvoiceStatus,
     SlaDefinition,
     TaxRate,
 )
+from billing.money import Money
 from billing.rating import Credit, Price, PriceBook, ReservationWindow
 from billing.sla import SCHEDULER_TYPES, Promise
 from catalog.models import PricePlan
 from events import projections, store
 from events.consumers import ProjectionConsumer, consumer_catch_up
 from inventory.models import Cluster
-from metering.services import UsageLine, usage_lines
+from metering.selectors import UsageLine, usage_lines
+from neocloud.core.errors import NotFound
 from scheduler.events import RESERVATION_STREAM
 from scheduler.models import Reservation, ReservationStatus
 from tenants.access import Action, Actor
+from tenants.models import Organization
 
 USAGE_PROJECTION = "metering.usage"
 
 
 def invoice_list(*, actor: Actor) -> QuerySet[Invoice]:
     return actor.scope(Invoice.objects.all(), Action.INVOICE_READ)
+
+
+def invoice_page(invoice: Invoice) -> dict[str, object]:
+    """What the printable invoice shows: its organization, lines and totals formatted in the
+    invoice's currency."""
+
+    def money(minor: int) -> str:
+        return Money(invoice.currency, minor).format()
+
+    return {
+        "invoice": invoice,
+        "organization": Organization.objects.get(pk=invoice.organization_id),
+        "lines": [(line, money(line.amount_minor)) for line in invoice.lines.all()],
+        "subtotal": money(invoice.subtotal_minor),
+        "credits": money(-invoice.credits_minor),
+        "tax": money(invoice.tax_minor),
+        "total": money(invoice.total_minor),
+        "due": money(invoice.amount_due_minor),
+    }
+
+
+def invoice_as_drafted(invoice: Invoice) -> ev.InvoiceDrafted:
+    """The invoice as its last ``InvoiceDrafted`` said, to tell whether a redraft changes it."""
+    for event in reversed(store.read_stream(ev.INVOICE_STREAM, str(invoice.pk))):
+        if event.type == ev.InvoiceDrafted.event_type:
+            return ev.InvoiceDrafted.model_validate(event.data)
+    raise AssertionError(f"invoice {invoice.pk} has no draft")
+
+
+def invoices_to_collect(*, now: datetime, pending_before: datetime) -> set[UUID]:
+    """Dunning's work: finalized invoices whose next attempt is due, and open invoices with
+    an attempt left pending since before ``pending_before`` (a crash, an unreachable
+    Stripe)."""
+    return set(
+        Invoice.objects.filter(status=InvoiceStatus.FINALIZED, next_attempt_at__lte=now)
+        .exclude(payments__status="pending")
+        .values_list("pk", flat=True)
+    ) | set(
+        InvoicePayment.objects.filter(
+            status="pending", attempted_at__lte=pending_before, invoice__status__in=OPEN_STATUSES
+        ).values_list("invoice_id", flat=True)
+    )
+
+
+def payment_refusal(organization: Organization) -> str | None:
+    """The payment check of new work: orders, workloads and reservations wait while an
+    invoice is unpaid after dunning gave up (or was written off). Running work is never
+    touched."""
+    overdue = (
+        Invoice.objects.filter(organization=organization, status__in=OPEN_STATUSES)
+        .filter(payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES)
+        .order_by("period")
+        .first()
+    ) or Invoice.objects.filter(
+        organization=organization, status=InvoiceStatus.UNCOLLECTIBLE
+    ).first()
+    if overdue is None:
+        return None
+    return (
+        f"invoice {overdue.number} is unpaid after {overdue.payment_failures} failed payment"
+        " attempts; update the card and pay it"
+    )
+
+
+def organization_for_payment(*, actor: Actor, organization_id: str) -> Organization:
+    """The organization whose card the caller sets, among those it may see: any other id,
+    or one that is no UUID, is not found."""
+    try:
+        wanted = UUID(organization_id)
+    except ValueError:
+        raise NotFound("no such organization") from None
+    organization = (
+        actor.scope(Organization.objects.all(), Action.ORGANIZATION_READ).filter(pk=wanted).first()
+    )
+    if organization is None:
+        raise NotFound("no such organization")
+    return organization
 
 
 def account_terms(organization_id: UUID) -> tuple[str, str, int]:

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from metering import selectors, services
 from metering import serializers as s
-from metering.models import Budget, OpenAllocation, UsageSlice
+from metering.models import Budget
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
 from neocloud.api.schema import ErrorSerializer
@@ -65,16 +65,7 @@ class UsageCsvRenderer(BaseRenderer):
         return out.getvalue().encode()
 
 
-class _UsageView(APIView):
-    def scoped(self, request: Request) -> tuple[Any, Any]:
-        actor = actor_for(request)
-        return (
-            actor.scope(UsageSlice.objects.all(), Action.ORDER_READ),
-            actor.scope(OpenAllocation.objects.all(), Action.ORDER_READ),
-        )
-
-
-class UsageView(_UsageView):
+class UsageView(APIView):
     """GPU usage per group over a window: closed usage and open allocations up to now."""
 
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer, UsageCsvRenderer]
@@ -86,7 +77,7 @@ class UsageView(_UsageView):
     def get(self, request: Request, format: str | None = None) -> Response:
         now = timezone.now()
         query = selectors.check_usage_query(request.query_params, now=now)
-        slices, open_allocations = self.scoped(request)
+        slices, open_allocations = selectors.usage_visible_to(actor_for(request))
         rows = selectors.usage_rows(
             slices=slices, open_allocations=open_allocations, query=query, now=now
         )
@@ -98,7 +89,7 @@ class UsageView(_UsageView):
         return response
 
 
-class UsageDailyView(_UsageView):
+class UsageDailyView(APIView):
     """Usage per UTC day of the window (every day, zero included): a chart's series."""
 
     @extend_schema(
@@ -107,7 +98,7 @@ class UsageDailyView(_UsageView):
     def get(self, request: Request) -> Response:
         now = timezone.now()
         query = selectors.check_usage_query(request.query_params, now=now, group_by_allowed=False)
-        slices, open_allocations = self.scoped(request)
+        slices, open_allocations = selectors.usage_visible_to(actor_for(request))
         days = selectors.usage_daily(
             slices=slices, open_allocations=open_allocations, query=query, now=now
         )

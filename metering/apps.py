@@ -10,8 +10,7 @@ class MeteringConfig(AppConfig):
     def ready(self) -> None:
         # A spent organization budget with a hard stop refuses new work; the month's usage
         # is what quotas' GPU-hours are enforced against.
-        from metering.selectors import month_usage_by_model
-        from metering.services import budget_refusal
+        from metering.selectors import budget_refusal, month_usage_by_model
         from scheduler import hooks
 
         hooks.register_payment_check(budget_refusal)

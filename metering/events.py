@@ -1,6 +1,6 @@
 """Metering events: budgets and their alerts, in the stream ``budget/<id>``.
 
-A budget's id is derived from its organization and project (``services.budget_id_for``), so
+A budget's id is derived from its organization and project (``selectors.budget_id_for``), so
 setting the budget of a scope again appends to the same stream. Usage itself has no events:
 it is derived from the scheduler's allocation events.
 """

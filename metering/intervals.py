@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICRO = 1_000_000
 DAY_US = 86_400 * MICRO
+MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
 
 
 def to_us(instant: datetime) -> int:
@@ -58,3 +60,8 @@ def gpu_seconds(milli_gpu_seconds: int) -> str:
     """A decimal string with the milli kept exact (no float)."""
     whole, milli = divmod(milli_gpu_seconds, 1000)
     return f"{whole}.{milli:03d}"
+
+
+def gpu_hours(milli_gpu_seconds: int) -> str:
+    """GPU-hours as a decimal string to the thousandth (budgets are set in those steps)."""
+    return f"{Decimal(milli_gpu_seconds) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"

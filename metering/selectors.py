@@ -5,6 +5,9 @@ closed day slices wholly inside it (summed by the database), slices it cuts (at 
 days at its edges, clipped here), and allocations still open, metered up to
 ``min(now, end)`` on the fly (nothing is written for "now"). The open part is as fresh as the
 usage consumer: an allocation released after its checkpoint still counts as open.
+
+Built on it: the usage lines billing rates (``usage_lines``), the month's usage budgets and
+quotas are held against, and the hard stop of a spent budget (``budget_refusal``).
 """
 
 from __future__ import annotations
@@ -14,15 +17,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from django.db.models import Q, QuerySet, Sum
+from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from inventory.models import Cluster
-from metering.intervals import day_slices, from_us, gpu_seconds, metered, month_of, to_us
+from metering.intervals import (
+    day_slices,
+    from_us,
+    gpu_hours,
+    gpu_seconds,
+    metered,
+    month_of,
+    to_us,
+)
 from metering.models import Budget, BudgetAlert, OpenAllocation, UsageSlice
 from neocloud.core.errors import ValidationFailed
+from tenants.access import Action, Actor
+from tenants.models import Organization
 
 # The dimensions a caller may group by, and the column each is read from ("region" from the
 # cluster, resolved when read: the fleet may be renamed, the log may not).
@@ -39,6 +53,7 @@ DIMENSIONS: dict[str, str] = {
 ALLOCATION = "allocation"  # for billing's lines only
 COLUMNS = {**DIMENSIONS, ALLOCATION: "allocation_id"}
 MAX_DAILY_DAYS = 400
+BUDGET_NAMESPACE = UUID("4f1d0c1e-6d35-4b8e-9a43-0c0f5b7f6a11")
 
 Key = tuple[Any, ...]
 
@@ -120,6 +135,15 @@ def _uuid(params: Mapping[str, str], name: str, errors: dict[str, list[str]]) ->
     except ValueError:
         errors[name] = ["expected a UUID"]
         return None
+
+
+def usage_visible_to(actor: Actor) -> tuple[QuerySet[UsageSlice], QuerySet[OpenAllocation]]:
+    """The usage the actor may read (``Action.ORDER_READ``): closed slices and open
+    allocations."""
+    return (
+        actor.scope(UsageSlice.objects.all(), Action.ORDER_READ),
+        actor.scope(OpenAllocation.objects.all(), Action.ORDER_READ),
+    )
 
 
 def usage_by(
@@ -303,4 +327,75 @@ def budget_alerts(budget: Budget, month: str) -> set[int]:
         BudgetAlert.objects.filter(budget_id=budget.id, month=month).values_list(
             "threshold_percent", flat=True
         )
+    )
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """Usage of one project on one set of terms in a period, for billing to rate."""
+
+    project_id: UUID
+    offering: str | None
+    gpu_model: str
+    price_plan: str
+    region: str | None
+    milli_gpu_seconds: int
+    allocation_ids: tuple[UUID, ...]
+
+
+def usage_lines(organization_id: UUID, start: datetime, end: datetime) -> list[UsageLine]:
+    """The organization's usage in ``[start, end)``: closed usage within it, and allocations
+    still open metered up to ``min(now, end)``. One line per (project, offering, GPU model,
+    price plan, region), in that order."""
+    group_by = ("project", "offering", "gpu_model", "price_plan", "region", ALLOCATION)
+    totals = with_regions(
+        usage_by(
+            slices=UsageSlice.objects.filter(organization_id=organization_id),
+            open_allocations=OpenAllocation.objects.filter(organization_id=organization_id),
+            start=start,
+            end=end,
+            group_by=group_by,
+            now=timezone.now(),
+        ),
+        group_by,
+    )
+    milli: dict[tuple[UUID, str, str, str, str | None], int] = defaultdict(int)
+    allocations: dict[tuple[UUID, str, str, str, str | None], set[UUID]] = defaultdict(set)
+    for (project, offering, model, plan, region, allocation), total in totals.items():
+        terms = (project, offering, model, plan, region)
+        milli[terms] += total
+        allocations[terms].add(allocation)
+    return [
+        UsageLine(
+            project_id=terms[0],
+            offering=terms[1] or None,
+            gpu_model=terms[2],
+            price_plan=terms[3],
+            region=terms[4],
+            milli_gpu_seconds=milli[terms],
+            allocation_ids=tuple(sorted(allocations[terms])),
+        )
+        for terms in sorted(milli, key=lambda t: tuple(str(v) for v in t))
+    ]
+
+
+def budget_id_for(organization_id: UUID, project_id: UUID | None) -> UUID:
+    """One budget per organization and per project: setting it again replaces it."""
+    return uuid5(BUDGET_NAMESPACE, f"{organization_id}/{project_id or ''}")
+
+
+def budget_refusal(organization: Organization) -> str | None:
+    """The payment check of a hard stop: the organization's budget for this UTC month is
+    spent (open allocations counted up to now)."""
+    budget = Budget.objects.filter(id=budget_id_for(organization.id, None), hard_stop=True).first()
+    if budget is None:
+        return None
+    now = timezone.now()
+    used = month_usage(organization_id=organization.id, project_id=None, now=now)
+    if used < budget.limit_milli_gpu_seconds:
+        return None
+    return (
+        f"budget exhausted: organization {organization.slug} used {gpu_hours(used)} of"
+        f" {gpu_hours(budget.limit_milli_gpu_seconds)} GPU-hours in"
+        f" {month_of(now)[0]:%Y-%m}"
     )

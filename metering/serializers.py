@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from metering import selectors
+from metering.intervals import gpu_hours
 from metering.models import Budget
-from metering.services import MILLI_GPU_SECONDS_PER_GPU_HOUR
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictDecimalField,
@@ -83,7 +83,7 @@ class BudgetSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
     @extend_schema_field(serializers.CharField(help_text="Decimal string"))
     def get_gpu_hours(self, budget: Budget) -> str:
-        return f"{Decimal(budget.limit_milli_gpu_seconds) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"
+        return gpu_hours(budget.limit_milli_gpu_seconds)
 
     @extend_schema_field(serializers.IntegerField(help_text="This UTC month so far"))
     def get_month_used_milli_gpu_seconds(self, budget: Budget) -> int:

@@ -1,19 +1,22 @@
-"""Usage for billing, budgets and their alerts, and the budget's hard stop on new work.
+"""Budgets and their alerts.
 
 Budgets are in GPU-hours (stored as milli-GPU-seconds), not money: metering knows usage but
 not prices, which are billing's and change by plan and region; a GPU-hour budget holds
 whatever the price list does. Alerts at 50, 80 and 100 % of a UTC month's usage are events,
 recorded once per threshold and month by ``budgets_check`` (run periodically) and logged. A
 hard stop refuses new work (orders, workloads, reservations) through ``scheduler.hooks``
-once an organization's budget is spent; running work is never stopped by it.
+once an organization's budget is spent (``selectors.budget_refusal``); running work is never
+stopped by it. Usage for billing is read from ``selectors.usage_lines``.
+
+Concurrency: a budget's events are appended at the version read just before (its stream's
+in ``budget_set``, its row's in ``budget_clear`` and ``budgets_check``), so of two writers of
+one budget (or two checkers recording one alert) one conflicts, and its retry sees the
+other's write.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -22,9 +25,8 @@ from django.utils import timezone
 
 from events import store
 from metering import events as mev
-from metering import selectors
-from metering.intervals import month_of
-from metering.models import Budget, OpenAllocation, UsageSlice
+from metering import intervals, selectors
+from metering.models import Budget
 from neocloud.core.errors import ValidationFailed
 from tenants.access import Action, Actor
 from tenants.models import Organization, Project
@@ -32,65 +34,7 @@ from tenants.models import Organization, Project
 logger = logging.getLogger(__name__)
 
 THRESHOLDS = (50, 80, 100)
-MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
-BUDGET_NAMESPACE = uuid.UUID("4f1d0c1e-6d35-4b8e-9a43-0c0f5b7f6a11")
 SYSTEM = Actor.system_actor("metering")
-
-
-@dataclass(frozen=True)
-class UsageLine:
-    """Usage of one project on one set of terms in a period, for billing to rate."""
-
-    project_id: uuid.UUID
-    offering: str | None
-    gpu_model: str
-    price_plan: str
-    region: str | None
-    milli_gpu_seconds: int
-    allocation_ids: tuple[uuid.UUID, ...]
-
-
-def usage_lines(organization_id: uuid.UUID, start: datetime, end: datetime) -> list[UsageLine]:
-    """The organization's usage in ``[start, end)``: closed usage within it, and allocations
-    still open metered up to ``min(now, end)``. One line per (project, offering, GPU model,
-    price plan, region), in that order."""
-    group_by = ("project", "offering", "gpu_model", "price_plan", "region", selectors.ALLOCATION)
-    totals = selectors.with_regions(
-        selectors.usage_by(
-            slices=UsageSlice.objects.filter(organization_id=organization_id),
-            open_allocations=OpenAllocation.objects.filter(organization_id=organization_id),
-            start=start,
-            end=end,
-            group_by=group_by,
-            now=timezone.now(),
-        ),
-        group_by,
-    )
-    milli: dict[tuple[uuid.UUID, str, str, str, str | None], int] = defaultdict(int)
-    allocations: dict[tuple[uuid.UUID, str, str, str, str | None], set[uuid.UUID]] = defaultdict(
-        set
-    )
-    for (project, offering, model, plan, region, allocation), total in totals.items():
-        terms = (project, offering, model, plan, region)
-        milli[terms] += total
-        allocations[terms].add(allocation)
-    return [
-        UsageLine(
-            project_id=terms[0],
-            offering=terms[1] or None,
-            gpu_model=terms[2],
-            price_plan=terms[3],
-            region=terms[4],
-            milli_gpu_seconds=milli[terms],
-            allocation_ids=tuple(sorted(allocations[terms])),
-        )
-        for terms in sorted(milli, key=lambda t: tuple(str(v) for v in t))
-    ]
-
-
-def budget_id_for(organization_id: uuid.UUID, project_id: uuid.UUID | None) -> uuid.UUID:
-    """One budget per organization and per project: setting it again replaces it."""
-    return uuid.uuid5(BUDGET_NAMESPACE, f"{organization_id}/{project_id or ''}")
 
 
 def budget_set(
@@ -113,13 +57,13 @@ def budget_set(
             "a hard stop is set on the organization's budget, not a project's",
             fields={"hard_stop": ["only on an organization's budget"]},
         )
-    limit = Decimal(gpu_hours) * MILLI_GPU_SECONDS_PER_GPU_HOUR
+    limit = Decimal(gpu_hours) * intervals.MILLI_GPU_SECONDS_PER_GPU_HOUR
     if limit <= 0 or limit != limit.to_integral_value():
         raise ValidationFailed(
             "gpu_hours must be positive, in steps of 0.001",
             fields={"gpu_hours": ["positive, at most 3 decimal places"]},
         )
-    budget_id = budget_id_for(organization.id, project.pk if project else None)
+    budget_id = selectors.budget_id_for(organization.id, project.pk if project else None)
     store.append(
         mev.BUDGET_STREAM,
         str(budget_id),
@@ -162,7 +106,7 @@ def budgets_check(*, now: datetime | None = None) -> list[mev.BudgetThresholdRea
     budget with the version its row was read at (two checkers at once: one conflicts, and
     on retry finds the alert recorded). Each alert is logged once its append commits."""
     now = now or timezone.now()
-    month = month_of(now)[0].strftime("%Y-%m")
+    month = intervals.month_of(now)[0].strftime("%Y-%m")
     reached: list[mev.BudgetThresholdReached] = []
     for budget in Budget.objects.order_by("id"):
         used = selectors.month_usage(
@@ -206,27 +150,6 @@ def _log_alert(alert: mev.BudgetThresholdReached) -> None:
         scope,
         alert.threshold_percent,
         alert.month,
-        _gpu_hours(alert.used_milli_gpu_seconds),
-        _gpu_hours(alert.limit_milli_gpu_seconds),
+        intervals.gpu_hours(alert.used_milli_gpu_seconds),
+        intervals.gpu_hours(alert.limit_milli_gpu_seconds),
     )
-
-
-def budget_refusal(organization: Organization) -> str | None:
-    """The payment check of a hard stop: the organization's budget for this UTC month is
-    spent (open allocations counted up to now)."""
-    budget = Budget.objects.filter(id=budget_id_for(organization.id, None), hard_stop=True).first()
-    if budget is None:
-        return None
-    now = timezone.now()
-    used = selectors.month_usage(organization_id=organization.id, project_id=None, now=now)
-    if used < budget.limit_milli_gpu_seconds:
-        return None
-    return (
-        f"budget exhausted: organization {organization.slug} used {_gpu_hours(used)} of"
-        f" {_gpu_hours(budget.limit_milli_gpu_seconds)} GPU-hours in"
-        f" {month_of(now)[0]:%Y-%m}"
-    )
-
-
-def _gpu_hours(milli_gpu_seconds: int) -> str:
-    return f"{Decimal(milli_gpu_seconds) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from billing import services
 from billing.models import BillingAccount, Invoice, InvoicePayment, InvoiceStatus
+from billing.services import collection, invoice_stream
 from billing.stripe_gateway import ChargeOutcome, gateway
 from events import store
 from events.models import Event
@@ -203,9 +204,9 @@ def processing(
     """An attempt whose charge Stripe answered ``processing``: its PaymentIntent is recorded
     and the webhook will say how it ended (localstripe has already succeeded it)."""
     attach(customer, "pm_card_visa")
-    payment = run(services._attempt_start, invoice_id=invoice.pk)
+    payment = run(collection._attempt_start, invoice_id=invoice.pk)
     assert payment is not None
-    answer = charge(customer, payment, services._idempotency_key(invoice.pk, payment.attempt))
+    answer = charge(customer, payment, collection._idempotency_key(invoice.pk, payment.attempt))
     recorded = ChargeOutcome("processing", answer.payment_intent_id)
     run(services.payment_settle, invoice_id=invoice.pk, attempt=payment.attempt, outcome=recorded)
     payment.refresh_from_db()
@@ -294,9 +295,9 @@ def test_an_attempt_whose_answer_was_lost_is_settled_by_resuming_it(
 ) -> None:
     # given an attempt recorded but whose answer was lost (a crash after Stripe charged)
     attach(customer, "pm_card_visa")
-    payment = run(services._attempt_start, invoice_id=invoice.pk)
+    payment = run(collection._attempt_start, invoice_id=invoice.pk)
     assert payment is not None
-    lost = charge(customer, payment, services._idempotency_key(invoice.pk, payment.attempt))
+    lost = charge(customer, payment, collection._idempotency_key(invoice.pk, payment.attempt))
 
     # when Stripe's webhook arrives: no PaymentIntent is recorded to match it, nothing is paid
     response = deliver(succeeded_event(localstripe, invoice, lost.payment_intent_id))
@@ -323,7 +324,7 @@ def test_a_webhook_that_keeps_losing_its_race_is_answered_so_stripe_retries(
     _, recorded = processing
     event = succeeded_event(localstripe, invoice, recorded.payment_intent_id)
     tries = []
-    original = services._invoice_append
+    original = invoice_stream.append
 
     def moved(actor: Any, invoice: Invoice, events: Any) -> None:
         tries.append(invoice.version)
@@ -335,7 +336,7 @@ def test_a_webhook_that_keeps_losing_its_race_is_answered_so_stripe_retries(
             metadata=actor.metadata(invoice.organization_id),
         )
 
-    monkeypatch.setattr(services, "_invoice_append", moved)
+    monkeypatch.setattr(invoice_stream, "append", moved)
 
     # when the webhook is delivered
     response = deliver(event)
@@ -348,7 +349,7 @@ def test_a_webhook_that_keeps_losing_its_race_is_answered_so_stripe_retries(
     assert Invoice.objects.get(pk=invoice.pk).status == InvoiceStatus.FINALIZED
 
     # and Stripe's retry, once the stream is quiet, pays the invoice
-    monkeypatch.setattr(services, "_invoice_append", original)
+    monkeypatch.setattr(invoice_stream, "append", original)
     assert deliver(event).json() == {"outcome": "paid"}
     assert deliver(event).json() == {"outcome": "duplicate"}
 
@@ -357,7 +358,7 @@ def test_a_bad_signature_is_refused_and_changes_nothing(
     localstripe: str, customer: commerce_builders.Customer, invoice: Invoice
 ) -> None:
     attach(customer, "pm_card_visa")
-    run(services._attempt_start, invoice_id=invoice.pk)
+    run(collection._attempt_start, invoice_id=invoice.pk)
     event = {
         "id": "evt_forged",
         "object": "event",

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from metering import services
+from metering import selectors
 from metering.models import OpenAllocation, UsageSlice
 from scheduler import services as scheduler
 from scheduler import tasks
@@ -49,7 +49,7 @@ def test_what_the_scheduler_granted_and_released_is_metered_and_replays(
     end = timezone.now() + timedelta(days=1)
     lines = {
         line.allocation_ids: line
-        for line in services.usage_lines(tenant.organization.pk, start, end)
+        for line in selectors.usage_lines(tenant.organization.pk, start, end)
     }
     assert lines[(closed.pk,)].milli_gpu_seconds == expected
     assert lines[(closed.pk,)].price_plan == "on_demand"

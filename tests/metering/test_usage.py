@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from inventory import services as inventory
-from metering import services
+from metering import selectors
 from metering.models import UsageSlice
 from tenants.models import Organization, Role
 from tests.builders import Builder, client_with_key, run
@@ -68,8 +68,8 @@ def test_a_job_across_the_months_end_is_split_at_utc_midnight(acme: Customer) ->
         ("2025-01-31", 2 * 1800 * 1000),
         ("2025-02-01", 2 * 2700 * 1000),
     ]
-    january = services.usage_lines(acme.organization.pk, at("2025-01-01"), at("2025-02-01"))
-    february = services.usage_lines(acme.organization.pk, at("2025-02-01"), at("2025-03-01"))
+    january = selectors.usage_lines(acme.organization.pk, at("2025-01-01"), at("2025-02-01"))
+    february = selectors.usage_lines(acme.organization.pk, at("2025-02-01"), at("2025-03-01"))
     assert [line.milli_gpu_seconds for line in january] == [3_600_000]
     assert [line.milli_gpu_seconds for line in february] == [5_400_000]
     assert january[0].allocation_ids == february[0].allocation_ids == (allocation,)
@@ -85,7 +85,7 @@ def test_preemption_mid_hour_closes_the_interval_and_a_later_run_end_changes_not
     acme.log.release(workload, allocation, at("2025-03-10T10:40:00"))
     catch_up()
 
-    (line,) = services.usage_lines(acme.organization.pk, at("2025-03-01"), at("2025-04-01"))
+    (line,) = selectors.usage_lines(acme.organization.pk, at("2025-03-01"), at("2025-04-01"))
     assert line.milli_gpu_seconds == 2_232_500  # 37 min 12.5 s of one GPU
 
 
@@ -97,7 +97,7 @@ def test_fractional_gpus_meter_milli_gpu_seconds_rounded_down_once(acme: Custome
     acme.log.release(workload, allocation, start + timedelta(seconds=10, microseconds=1))
     catch_up()
 
-    (line,) = services.usage_lines(acme.organization.pk, at("2025-03-01"), at("2025-04-01"))
+    (line,) = selectors.usage_lines(acme.organization.pk, at("2025-03-01"), at("2025-04-01"))
     assert line.milli_gpu_seconds == 8750  # floor(875 x 10.000001)
 
 

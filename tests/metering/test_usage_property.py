@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.replay import projections_replay
-from metering import selectors, services
+from metering import selectors
 from metering.models import OpenAllocation, UsageSlice, WorkloadTerms
 from tests.builders import Builder
 from tests.builders.history import Log, catch_up
@@ -148,16 +148,16 @@ def test_metered_usage_is_the_sum_of_first_release_minus_grant(
     intervals = _write(log, plan)
     catch_up()
 
-    lines = services.usage_lines(organization.pk, *WINDOW)
+    lines = selectors.usage_lines(organization.pk, *WINDOW)
     expected_total = sum(_floor_metered(m, g, r) for m, g, r in intervals)
     assert sum(line.milli_gpu_seconds for line in lines) == expected_total
 
-    january = services.usage_lines(organization.pk, WINDOW[0], FEBRUARY)
+    january = selectors.usage_lines(organization.pk, WINDOW[0], FEBRUARY)
     expected_january = sum(
         _floor_metered(m, g, min(r, FEBRUARY)) for m, g, r in intervals if g < FEBRUARY
     )
     assert sum(line.milli_gpu_seconds for line in january) == expected_january
-    february = services.usage_lines(organization.pk, FEBRUARY, WINDOW[1])
+    february = selectors.usage_lines(organization.pk, FEBRUARY, WINDOW[1])
     assert sum(line.milli_gpu_seconds for line in february) == expected_total - expected_january
 
     query = selectors.UsageQuery(

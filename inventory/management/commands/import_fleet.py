@@ -1,5 +1,5 @@
 """``manage.py import_fleet FILE.yaml`` or ``manage.py import_fleet --alibaba-nodes CSV``:
-operators describe the fleet (format: ``inventory.fleet_import``, example:
+operators describe the fleet (format: ``inventory.fleet_import.fleet_file``, example:
 ``examples/fleet.yaml``). Running it again changes only what the file changed."""
 
 from __future__ import annotations
