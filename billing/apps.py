@@ -11,4 +11,4 @@ class BillingConfig(AppConfig):
         from billing import services
         from scheduler import hooks
 
-        hooks.register_payment_check(services.payment_refusal)
+        hooks.payment_check.register(services.payment_refusal)
