@@ -32,8 +32,9 @@ from bench.registry import peak_rss_mb, scratch_database, suite
 from events import projections
 from events.consumers import Consumer, ProjectionConsumer, consumer_catch_up
 from events.store import RecordedEvent
-from events.types import deserialize
+from events.types import DomainEvent, deserialize
 from metering.models import UsageSlice
+from scheduler import events as ev
 
 START = datetime(2026, 1, 20, tzinfo=UTC)  # the log crosses January's end
 GRANT_EVERY_US = 6_000_000
@@ -57,23 +58,30 @@ WITH grants AS (
            (EXTRACT(EPOCH FROM (data->>'granted_at')::timestamptz) * 1000000)::bigint AS g,
            (SELECT SUM(jsonb_array_length(p->'gpus') * (p->>'gpu_milli')::bigint)
               FROM jsonb_array_elements(data->'placements') p)::bigint AS milli
-      FROM events_event WHERE type = 'scheduler.AllocationGranted'
+      FROM events_event WHERE type = %(granted)s
 ), releases AS (
     SELECT DISTINCT ON (data->>'allocation_id') data->>'allocation_id' AS allocation,
            (EXTRACT(EPOCH FROM COALESCE((data->>'released_at')::timestamptz, recorded_at))
             * 1000000)::bigint AS r
       FROM events_event
-     WHERE type IN ('scheduler.AllocationReleased', 'scheduler.WorkloadPreempted')
+     WHERE type IN (%(released)s, %(preempted)s)
      ORDER BY data->>'allocation_id', position
 ), terms AS (
     SELECT data->>'workload_id' AS workload, data->>'price_plan' AS price_plan
-      FROM events_event WHERE type = 'scheduler.WorkloadSubmitted'
+      FROM events_event WHERE type = %(submitted)s
 )
 SELECT organization, project, gpu_model, price_plan,
        SUM(milli * (GREATEST(r, g) - g) / 1000000)
   FROM grants JOIN releases USING (allocation) JOIN terms USING (workload)
  GROUP BY 1, 2, 3, 4
 """
+
+BASELINE_TYPES = {
+    "granted": ev.AllocationGranted.event_type,
+    "released": ev.AllocationReleased.event_type,
+    "preempted": ev.WorkloadPreempted.event_type,
+    "submitted": ev.WorkloadSubmitted.event_type,
+}
 
 Row = tuple[str, str, int, str, str, str | None, str]
 
@@ -106,7 +114,9 @@ class _Seed:
         self.versions: dict[tuple[str, str], int] = {}
         self.random = random.Random(7)  # noqa: S311 (a benchmark's data, not a secret)
 
-    def _row(self, stream: str, stream_id: str, kind: str, data: dict[str, Any], at: int) -> Row:
+    def _row(
+        self, stream: str, stream_id: str, kind: type[DomainEvent], data: dict[str, Any], at: int
+    ) -> Row:
         version = self.versions.get((stream, stream_id), 0) + 1
         self.versions[(stream, stream_id)] = version
         organization = data.get("organization_id")
@@ -114,7 +124,7 @@ class _Seed:
             stream,
             stream_id,
             version,
-            f"scheduler.{kind}",
+            kind.event_type,
             json.dumps(data),
             organization,
             _iso(at),
@@ -140,7 +150,7 @@ class _Seed:
             yield self._row(
                 "schedule",
                 cluster,
-                "AllocationGranted",
+                ev.AllocationGranted,
                 {
                     "allocation_id": allocation,
                     "workload_id": workload,
@@ -183,7 +193,7 @@ class _Seed:
         return self._row(
             "workload",
             workload,
-            "WorkloadSubmitted",
+            ev.WorkloadSubmitted,
             {
                 "workload_id": workload,
                 "organization_id": str(organization),
@@ -224,7 +234,7 @@ class _Seed:
                 "by_workload_id": workload,
                 "reason": "priority",
             }
-            return self._row("schedule", cluster, "WorkloadPreempted", data, at)
+            return self._row("schedule", cluster, ev.WorkloadPreempted, data, at)
         data = {
             "allocation_id": allocation,
             "cluster_id": cluster,
@@ -233,7 +243,7 @@ class _Seed:
             "status": "succeeded",
             "released_at": _iso(at),
         }
-        return self._row("workload", workload, "AllocationReleased", data, at)
+        return self._row("workload", workload, ev.AllocationReleased, data, at)
 
 
 def _seed(allocations: int) -> int:
@@ -280,7 +290,7 @@ def metering(scale: float) -> dict[str, Any]:
 
         started = time.perf_counter()
         with connection.cursor() as cursor:
-            cursor.execute(BASELINE)
+            cursor.execute(BASELINE, BASELINE_TYPES)
             baseline = {(o, p, m, plan): int(total) for o, p, m, plan, total in cursor.fetchall()}
         baseline_s = time.perf_counter() - started
 

@@ -11,4 +11,4 @@ class BillingConfig(AppConfig):
         from billing import selectors
         from scheduler import hooks
 
-        hooks.register_payment_check(selectors.payment_refusal)
+        hooks.payment_check.register(selectors.payment_refusal)

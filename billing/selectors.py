@@ -33,8 +33,7 @@ from events.consumers import ProjectionConsumer, consumer_catch_up
 from inventory.models import Cluster
 from metering.selectors import UsageLine, usage_lines
 from neocloud.core.errors import NotFound
-from scheduler.events import RESERVATION_STREAM
-from scheduler.models import Reservation, ReservationStatus
+from scheduler.selectors import reservations_for_billing
 from tenants.access import Action, Actor
 from tenants.models import Organization
 
@@ -171,34 +170,19 @@ def reservation_windows(
 ) -> list[ReservationWindow]:
     """Reservations overlapping [start, end). A reservation is a commitment: billed for its
     whole window unless it was cancelled before the window began."""
-    windows = []
-    for reservation in Reservation.objects.filter(
-        organization_id=organization_id, starts_at__lt=end, ends_at__gt=start
-    ):
-        if reservation.status == ReservationStatus.CANCELLED and _cancelled_before_start(
-            reservation
-        ):
-            continue
-        windows.append(
-            ReservationWindow(
-                reservation_id=reservation.pk,
-                project_id=reservation.project_id,
-                offering=reservation.offering or None,
-                region=regions.get(reservation.cluster_id),
-                gpu_model=reservation.gpu_model,
-                gpus=reservation.gpus,
-                starts_at=reservation.starts_at,
-                ends_at=reservation.ends_at,
-            )
+    return [
+        ReservationWindow(
+            reservation_id=reservation.pk,
+            project_id=reservation.project_id,
+            offering=reservation.offering or None,
+            region=regions.get(reservation.cluster_id),
+            gpu_model=reservation.gpu_model,
+            gpus=reservation.gpus,
+            starts_at=reservation.starts_at,
+            ends_at=reservation.ends_at,
         )
-    return windows
-
-
-def _cancelled_before_start(reservation: Reservation) -> bool:
-    for event in store.read_stream(RESERVATION_STREAM, str(reservation.pk)):
-        if event.type == "scheduler.ReservationCancelled":
-            return event.recorded_at <= reservation.starts_at
-    return False
+        for reservation in reservations_for_billing(organization_id, start, end)
+    ]
 
 
 def credits_available(organization_id: UUID) -> list[Credit]:

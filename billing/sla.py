@@ -29,15 +29,16 @@ from uuid import UUID
 
 from billing.money import round_half_up
 from billing.rating import PriceBook, SlaCredit, Unpriced, amount_for
+from scheduler import events as sev
 
 SCHEDULER_TYPES = frozenset(
     {
-        "scheduler.WorkloadSubmitted",
-        "scheduler.AllocationGranted",
-        "scheduler.WorkloadRunning",
-        "scheduler.AllocationReleased",
-        "scheduler.WorkloadPreempted",
-        "scheduler.WorkloadCancelled",
+        sev.WorkloadSubmitted.event_type,
+        sev.AllocationGranted.event_type,
+        sev.WorkloadRunning.event_type,
+        sev.AllocationReleased.event_type,
+        sev.WorkloadPreempted.event_type,
+        sev.WorkloadCancelled.event_type,
     }
 )
 
@@ -79,7 +80,7 @@ def timelines(
     workloads: dict[UUID, Timeline] = {}
     by_allocation: dict[str, Timeline] = {}
     for type_name, stream_id, recorded_at, data in events:
-        if type_name == "scheduler.WorkloadSubmitted":
+        if type_name == sev.WorkloadSubmitted.event_type:
             workloads[UUID(str(data["workload_id"]))] = Timeline(
                 workload_id=UUID(str(data["workload_id"])),
                 organization_id=UUID(str(data["organization_id"])),
@@ -88,7 +89,7 @@ def timelines(
                 price_plan=str(data["price_plan"]),
                 cluster_id=UUID(str(data["cluster_id"])),
             )
-        elif type_name == "scheduler.AllocationGranted":
+        elif type_name == sev.AllocationGranted.event_type:
             timeline = workloads.get(UUID(str(data["workload_id"])))
             if timeline is None:
                 continue
@@ -100,7 +101,7 @@ def timelines(
                 granted_at=_at(data["granted_at"]),
             )
             by_allocation[allocation] = timeline
-        elif type_name == "scheduler.WorkloadCancelled":
+        elif type_name == sev.WorkloadCancelled.event_type:
             if (timeline := workloads.get(UUID(stream_id))) is not None:
                 timeline.cancelled_at = recorded_at
         else:
@@ -108,13 +109,13 @@ def timelines(
             if timeline is None:
                 continue
             run = timeline.runs[UUID(str(data["allocation_id"]))]
-            if type_name == "scheduler.WorkloadRunning":
+            if type_name == sev.WorkloadRunning.event_type:
                 run.running_at = _at(data["started_at"])
-            elif type_name == "scheduler.AllocationReleased":
+            elif type_name == sev.AllocationReleased.event_type:
                 run.released_at = _at(data["released_at"])
                 run.reason = str(data["reason"])
                 run.requeued = data["status"] == "pending"
-            elif type_name == "scheduler.WorkloadPreempted" and run.released_at is None:
+            elif type_name == sev.WorkloadPreempted.event_type and run.released_at is None:
                 run.released_at, run.reason, run.requeued = recorded_at, "preempted", True
     return workloads
 

@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from catalog.models import Offering, OfferingGpuModel, OfferingKind, PricePlan
 from inventory.models import Cluster
 from inventory.selectors import cluster_capacity
-from scheduler.models import Allocation
+from scheduler.selectors import gpus_held
 from tenants.access import Actor
 
 WHOLE = 1000
@@ -31,15 +31,6 @@ def price_plan_find(*, offering: Offering, region: str, plan: str) -> PricePlan 
     return PricePlan.objects.filter(offering=offering, region=region, plan=plan).first()
 
 
-def _allocated_gpus(cluster: Cluster) -> dict[str, set[int]]:
-    """GPU indexes per node id held by live allocations."""
-    taken: dict[str, set[int]] = defaultdict(set)
-    for allocation in Allocation.objects.filter(cluster_id=cluster.pk, released_at__isnull=True):
-        for placement in allocation.placements:
-            taken[str(placement["node_id"])].update(placement["gpus"])
-    return taken
-
-
 @dataclass
 class FreeGpus:
     """Free schedulable GPUs per region, GPU model and node, read once per request."""
@@ -57,11 +48,11 @@ class FreeGpus:
         if regions is not None:
             clusters = clusters.filter(region_id__in=list(regions))
         for cluster in clusters:
-            taken = _allocated_gpus(cluster)
+            taken = gpus_held(cluster.pk)
             for node in cluster_capacity(cluster)["nodes"]:
                 if node["gpu_model"] and node["schedulable"]:
                     free.by_region[cluster.region_id][node["gpu_model"]].append(
-                        max(node["schedulable"] - len(taken[node["id"]]), 0)
+                        max(node["schedulable"] - len(taken.get(node["id"], ())), 0)
                     )
         return free
 

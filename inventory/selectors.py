@@ -5,13 +5,26 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 
 from inventory.lifecycle import SCHEDULABLE, NodeState
 from inventory.models import Cluster, Gpu, Node
 
 # GPUs of nodes in these states are gone or going: not counted as healthy capacity.
 LOST = frozenset({NodeState.FAILED, NodeState.DECOMMISSIONED})
+# Nodes in these states have left the fleet for good: no work is placed on them again.
+RETIRED = frozenset({NodeState.DECOMMISSIONED})
+
+
+def nodes_in_service() -> QuerySet[Node]:
+    """Nodes that are or may again be capacity: every one not retired (a failed or drained
+    node may come back)."""
+    return Node.objects.exclude(state__in=RETIRED)
+
+
+def nodes_with_capacity() -> QuerySet[Node]:
+    """Nodes whose GPUs count as capacity now: neither retired nor failed (``LOST``)."""
+    return Node.objects.exclude(state__in=LOST)
 
 
 def _nodes(cluster: Cluster) -> list[Node]:

@@ -9,7 +9,7 @@ services only start a run and hand it to a worker once the transaction commits.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,6 +19,7 @@ from django.utils import timezone
 from events import store
 from events.types import DomainEvent
 from inventory import events as ev
+from inventory import hooks
 from inventory.drivers import PROVISION_STEPS, TEARDOWN_STEPS
 from inventory.errors import InvalidTransition, UnknownGpu
 from inventory.lifecycle import NodeAction, NodeState, allowed_actions, next_state
@@ -256,27 +257,8 @@ def node_transition(*, actor: Actor, node: Node, action: NodeAction, reason: str
     return Node.objects.get(pk=node.pk)
 
 
-class AllocationHooks:
-    """What the fleet asks of the scheduler without importing it (the scheduler depends on
-    the fleet, not the other way): whether work sits on a node, and to give back the work of
-    a node that failed. The scheduler registers them when it loads."""
-
-    def __init__(self) -> None:
-        self.has_allocations: Callable[[Node], bool] = lambda node: False
-        self.node_failed: Callable[[Node, str], int] = lambda node, reason: 0
-
-    def register(
-        self, *, has_allocations: Callable[[Node], bool], node_failed: Callable[[Node, str], int]
-    ) -> None:
-        self.has_allocations = has_allocations
-        self.node_failed = node_failed
-
-
-allocation_hooks = AllocationHooks()
-
-
 def _has_allocations(node: Node) -> bool:
-    return allocation_hooks.has_allocations(node)
+    return any(hooks.node_has_work.call_all(node))
 
 
 def node_drain_check(*, actor: Actor, node: Node) -> Node:
@@ -355,7 +337,7 @@ def node_fail(*, actor: Actor, node: Node, reason: str) -> Node:
             [_transition(node, NodeAction.FAIL, reason)],
             node.version,
         )
-        allocation_hooks.node_failed(node, reason)
+        hooks.node_failed.call_all(node, reason)
     return Node.objects.get(pk=node.pk)
 
 

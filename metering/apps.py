@@ -13,5 +13,5 @@ class MeteringConfig(AppConfig):
         from metering.selectors import budget_refusal, month_usage_by_model
         from scheduler import hooks
 
-        hooks.register_payment_check(budget_refusal)
-        hooks.register_usage_meter(month_usage_by_model)
+        hooks.payment_check.register(budget_refusal)
+        hooks.usage_meter.register(month_usage_by_model)

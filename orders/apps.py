@@ -11,6 +11,7 @@ class OrdersConfig(AppConfig):
         from orders import selectors, services
         from scheduler import hooks
 
-        hooks.on_workload_ended(services.order_close_for_workload)
-        hooks.on_reservation_ended(services.order_close_for_reservation)
-        hooks.register_approval_threshold(selectors.approval_threshold)
+        hooks.workload_ended.register(services.order_close_for_workload)
+        hooks.reservation_ended.register(services.order_close_for_reservation)
+        hooks.approval_threshold.register(selectors.approval_threshold)
+        hooks.offering_workload_spec.register(services.workload_spec_for_offering)

@@ -43,6 +43,7 @@ from orders.errors import (
 from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Reservation, Workload
+from scheduler.selectors import priority_of
 from scheduler.specs import (
     RESERVATION_HORIZON,
     RESERVATION_START_TOLERANCE,
@@ -540,7 +541,7 @@ def workload_spec_for_offering(
 
 
 def _plan_of_class(params: Mapping[str, Any]) -> Plan:
-    preemptible = scheduler.priority_of(str(params.get("priority_class", "standard")))[1]
+    preemptible = priority_of(str(params.get("priority_class", "standard")))[1]
     return Plan.PREEMPTIBLE if preemptible else Plan.ON_DEMAND
 
 

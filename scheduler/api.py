@@ -3,7 +3,8 @@ operators. Writes go to ``services``; reads are scoped by ``Actor.scope``."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 from django_filters.filterset import filterset_factory
 from drf_spectacular.utils import extend_schema
@@ -13,14 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from events.models import Event
 from events.serializers import AuditEventSerializer
-from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
-from orders.services import workload_spec_for_offering
-from scheduler import events as ev
-from scheduler import selectors, services
+from neocloud.core.errors import ValidationFailed
+from scheduler import hooks, selectors, services
 from scheduler import serializers as s
 from scheduler.models import Reservation, Workload
 from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
@@ -46,6 +44,16 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
     )
     ordering_fields = ["submitted_at", "priority", "status"]
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # A page always: ``pagination_class`` is set.
+        page = cast(
+            "list[Workload]", self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        )
+        return self.get_paginated_response(_shown(page))
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response(_shown([self.get_object()])[0])
+
     @extend_schema(request=s.WorkloadCreateSerializer, responses={201: s.WorkloadSerializer})
     @idempotent()
     def create(self, request: Request) -> Response:
@@ -55,7 +63,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
         workload = self.perform(
             services.workload_submit, project=project, spec=_spec(data, request.data)
         )
-        return Response(s.WorkloadSerializer(workload).data, status=201)
+        return Response(_shown([workload])[0], status=201)
 
     @extend_schema(request=s.WorkloadCancelSerializer, responses=s.WorkloadSerializer)
     @action(detail=True, methods=["post"])
@@ -64,17 +72,21 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
         workload = self.perform(
             services.workload_cancel, workload=self.get_object(), reason=data["reason"]
         )
-        return Response(s.WorkloadSerializer(workload).data)
+        return Response(_shown([workload])[0])
 
     @extend_schema(responses=AuditEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None)
     def events(self, request: Request, pk: str) -> Response:
         """The workload's own stream, oldest first: submitted, admitted, placed, ran, ended."""
-        workload = self.get_object()
-        stream = Event.objects.filter(
-            stream_type=ev.WORKLOAD_STREAM, stream_id=str(workload.pk)
-        ).order_by("version")
+        stream = selectors.workload_events(self.get_object())
         return Response(AuditEventSerializer(stream, many=True).data)
+
+
+def _shown(workloads: Iterable[Workload]) -> list[dict[str, Any]]:
+    """Workloads as the API shows them, their state beside their rows loaded for all at once."""
+    workloads = list(workloads)
+    context = {"states": selectors.workload_states(workloads)}
+    return list(s.WorkloadSerializer(workloads, many=True, context=context).data)
 
 
 def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
@@ -82,7 +94,12 @@ def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     offering = data.pop("offering", None)
     if offering:
         given = {k: v for k, v in data.items() if k in raw and k != "region"}
-        return workload_spec_for_offering(offering, data.get("region"), given)
+        spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
+        if spec is None:
+            raise ValidationFailed(
+                "no catalog to run offerings from", fields={"offering": ["unknown"]}
+            )
+        return spec
     return WorkloadSpec(
         name=data["name"],
         gpu_models=tuple(data["gpu_models"]),
@@ -143,10 +160,8 @@ class QueueViewSet(mixins.ListModelMixin, TenantViewSet):
     pagination_class = None  # type: ignore[assignment]  # a project has one queue
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        projects = Project.objects.filter(pk__in=self.get_queryset().values("pk")).order_by(
-            "organization", "slug"
-        )
-        return Response(s.QueueSerializer(selectors.queues_of(projects), many=True).data)
+        queues = selectors.queues_of(self.get_queryset())  # type: ignore[arg-type]
+        return Response(s.QueueSerializer(queues, many=True).data)
 
 
 class CapacityView(APIView):
@@ -157,8 +172,5 @@ class CapacityView(APIView):
 
     @extend_schema(responses=s.ClusterAllocationSerializer(many=True))
     def get(self, request: Request) -> Response:
-        clusters = Cluster.objects.order_by("slug")
-        if request.query_params.get("cluster"):
-            clusters = clusters.filter(slug=request.query_params["cluster"])
-        figures = [selectors.cluster_allocation(c) for c in clusters]
+        figures = selectors.cluster_allocations(request.query_params.get("cluster"))
         return Response(s.ClusterAllocationSerializer(figures, many=True).data)

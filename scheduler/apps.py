@@ -8,9 +8,8 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
-        from inventory import services as inventory
+        from inventory import hooks as inventory
         from scheduler import runs
 
-        inventory.allocation_hooks.register(
-            has_allocations=runs.node_has_allocations, node_failed=runs.node_failed
-        )
+        inventory.node_has_work.register(runs.node_has_allocations)
+        inventory.node_failed.register(runs.node_failed)

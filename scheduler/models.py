@@ -164,6 +164,7 @@ class Reservation(models.Model):
     offering = models.CharField(max_length=64, blank=True)
     order_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField()
+    cancelled_at = models.DateTimeField(null=True, blank=True)  # billed unless before starts_at
     version = models.PositiveIntegerField()
 
     tenancy = TenantPath(organization="organization", project="project")

@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Iterable
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 
 from events import projections
 from events.projections import handles
@@ -116,13 +117,7 @@ class Scheduling(projections.Projection):
         assert pk is not None  # noqa: S101 (every model has one)
         with connection.cursor() as cursor:
             cursor.executemany(
-                "UPDATE scheduler_workload SET allocation_id = %s, runs = runs + 1,"
-                " started_at = NULL,"
-                " status = CASE WHEN status IN ('succeeded', 'failed', 'cancelled')"
-                " THEN status ELSE 'scheduled' END,"
-                " status_reason = CASE WHEN status IN ('succeeded', 'failed', 'cancelled')"
-                " THEN status_reason ELSE '' END"
-                " WHERE id = %s",
+                _GRANTED_SQL,
                 [
                     (
                         pk.get_db_prep_value(uuid.UUID(str(e.data["allocation_id"])), connection),
@@ -208,8 +203,22 @@ class Scheduling(projections.Projection):
     @handles(ev.ReservationCancelled)
     def reservation_cancelled(self, event: RecordedEvent) -> None:
         Reservation.objects.filter(id=event.stream_id).update(
-            status=ReservationStatus.CANCELLED, version=event.version
+            status=ReservationStatus.CANCELLED,
+            cancelled_at=Coalesce(F("cancelled_at"), Value(event.recorded_at)),
+            version=event.version,
         )
+
+
+# A workload that ended before its grant was applied keeps its final status (its run gives
+# the GPUs back). The statuses are the enum's constants, not input.
+_FINAL_SQL = ", ".join(f"'{status}'" for status in sorted(FINAL_STATUSES))
+_GRANTED_SQL = (
+    "UPDATE scheduler_workload SET allocation_id = %s, runs = runs + 1, started_at = NULL,"  # noqa: S608
+    f" status = CASE WHEN status IN ({_FINAL_SQL}) THEN status"
+    f" ELSE '{WorkloadStatus.SCHEDULED}' END,"
+    f" status_reason = CASE WHEN status IN ({_FINAL_SQL}) THEN status_reason ELSE '' END"
+    " WHERE id = %s"
+)
 
 
 def _release(allocation_id: str, event: RecordedEvent, reason: str) -> bool:

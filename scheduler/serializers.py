@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from django.db.models import Q
 from rest_framework import serializers
 
 from neocloud.api.fields import (
@@ -19,8 +19,9 @@ from neocloud.api.fields import (
     StrictUUIDField,
     UniqueListField,
 )
+from scheduler.engine import Topology
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from scheduler.services import TOPOLOGIES
+from scheduler.selectors import WorkloadState
 from scheduler.specs import (
     MAX_CPU_MILLI,
     MAX_GPUS_PER_NODE,
@@ -56,6 +57,8 @@ class AllocationSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         ]
 
 
+# A workload with its state beside its row, given in the context as ``states``
+# (``selectors.workload_states`` of the workloads shown). No docstring: it would be the schema's.
 class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     placement = serializers.SerializerMethodField()
     pending_reason = serializers.SerializerMethodField()
@@ -102,40 +105,30 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "queue_position",
         ]
 
+    def _state(self, workload: Workload) -> WorkloadState:
+        states: dict[uuid.UUID, WorkloadState] = self.context["states"]
+        return states[workload.pk]
+
     def get_placement(self, workload: Workload) -> dict[str, Any] | None:
         """The allocation held now: exact nodes and GPU indices."""
-        if workload.allocation_id is None:
-            return None
-        allocation = Allocation.objects.filter(pk=workload.allocation_id).first()
+        allocation = self._state(workload).placement
         return AllocationSerializer(allocation).data if allocation else None
 
     def get_pending_reason(self, workload: Workload) -> dict[str, Any] | None:
-        if workload.status not in ("pending", "admitted"):
-            return None
-        wait = WorkloadWait.objects.filter(workload_id=workload.pk).first()
+        wait = self._state(workload).pending_reason
         return PendingReasonSerializer(wait).data if wait else None
 
     def get_queue_position(self, workload: Workload) -> int | None:
         """1 for the next of its project's queue: higher priority first, then arrival."""
-        if workload.status not in ("pending", "admitted"):
-            return None
-        ahead = (
-            Workload.objects.filter(
-                project_id=workload.project_id, status__in=["pending", "admitted"]
-            )
-            .filter(
-                Q(priority__gt=workload.priority)
-                | Q(priority=workload.priority, submitted_at__lt=workload.submitted_at)
-            )
-            .count()
-        )
-        return ahead + 1
+        return self._state(workload).queue_position
 
 
 class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     name = StrictCharField(max_length=128)
-    kind = StrictChoiceField(choices=[k.value for k in WorkloadKind], default="job")
+    kind = StrictChoiceField(
+        choices=[k.value for k in WorkloadKind], default=WorkloadKind.JOB.value
+    )
     offering = StrictSlugField(
         max_length=64, required=False, help_text="fill the rest from an offering"
     )
@@ -161,7 +154,7 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
     memory_mib = StrictIntegerField(min_value=0, max_value=MAX_MEMORY_MIB, default=0)
     priority_class = StrictSlugField(max_length=64, default="standard")
     preemptible = StrictBooleanField(default=False)
-    topology = StrictChoiceField(choices=list(TOPOLOGIES), default="any")
+    topology = StrictChoiceField(choices=[t.value for t in Topology], default=Topology.ANY.value)
     runtime_estimate_s = StrictFloatField(
         min_value=0.001, max_value=MAX_RUNTIME_S, required=False, allow_null=True
     )
@@ -169,7 +162,9 @@ class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg
         min_value=0.001, max_value=MAX_RUNTIME_S, required=False, allow_null=True
     )
     retry_limit = StrictIntegerField(min_value=0, max_value=MAX_RETRY_LIMIT, default=0)
-    restart_policy = StrictChoiceField(choices=[p.value for p in RestartPolicy], default="never")
+    restart_policy = StrictChoiceField(
+        choices=[p.value for p in RestartPolicy], default=RestartPolicy.NEVER.value
+    )
     region = StrictSlugField(max_length=64, required=False, allow_null=True)
     reservation = StrictUUIDField(required=False, allow_null=True)
     price_plan = StrictChoiceField(

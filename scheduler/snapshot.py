@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from inventory.lifecycle import NodeState
-from inventory.models import Node as NodeRow
+from inventory.selectors import nodes_in_service
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import (
     Allocation,
@@ -29,10 +29,12 @@ from scheduler.engine.model import (
     Topology,
 )
 from scheduler.models import (
+    FINAL_STATUSES,
     WAITING_STATUSES,
     Queue,
     ReservationStatus,
     Workload,
+    WorkloadStatus,
 )
 from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Reservation as ReservationRow
@@ -136,7 +138,7 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
         request = request_of(row)
         requests[request.id] = request
         if row["status"] in WAITING_STATUSES and not row["cancel_requested"]:
-            waiting[request.id] = row["status"] == "admitted"
+            waiting[request.id] = row["status"] == WorkloadStatus.ADMITTED
     running: dict[str, tuple[uuid.UUID, Allocation]] = {}
     for allocation in live:
         request = requests[str(allocation["workload_id"])]
@@ -187,8 +189,8 @@ def _nodes(
     names: dict[str, str] = {}
     faults: list[Allocation] = []
     rows = (
-        NodeRow.objects.filter(cluster_id=cluster_id)
-        .exclude(state=NodeState.DECOMMISSIONED)
+        nodes_in_service()
+        .filter(cluster_id=cluster_id)
         .select_related("gpu_model")
         .prefetch_related("gpus")
         .order_by("name")
@@ -234,7 +236,7 @@ def cluster_policy(cluster_id: uuid.UUID, nodes: Iterable[Node]) -> Policy:
             fleet[node.gpu_model] = fleet.get(node.gpu_model, 0) + node.gpu_count
     projects = dict(
         Workload.objects.filter(cluster_id=cluster_id)
-        .exclude(status__in=["succeeded", "failed", "cancelled"])
+        .exclude(status__in=FINAL_STATUSES)
         .values_list("project_id", "organization_id")
         .distinct()
     )

@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from scheduler.engine import Topology
+
 # Bounds of what may be asked for. Beyond them a number is a mistake, and a run's end
 # (start + runtime) would overflow a datetime; the API and ``workload_submit`` both hold them.
 MAX_RUNTIME_S = 10 * 365 * 86_400  # ten years
@@ -57,7 +59,7 @@ class WorkloadSpec:
     memory_mib: int = 0
     priority_class: str = "standard"
     preemptible: bool = False
-    topology: str = "any"
+    topology: str = Topology.ANY
     runtime_estimate_s: float | None = None
     max_runtime_s: float | None = None
     retry_limit: int = 0

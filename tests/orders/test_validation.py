@@ -207,9 +207,8 @@ def refuse_payment() -> Iterator[Callable[[Organization], str | None]]:
     def overdue(organization: Organization) -> str | None:
         return f"invoice of {organization.slug} is 30 days overdue"
 
-    hooks.register_payment_check(overdue)
-    yield overdue
-    hooks.unregister_payment_check(overdue)
+    with hooks.payment_check.registered(overdue):
+        yield overdue
 
 
 @pytest.mark.usefixtures("refuse_payment")

@@ -108,9 +108,8 @@ def in_dunning() -> Iterator[Callable[[Organization], str | None]]:
     def overdue(organization: Organization) -> str | None:
         return f"invoice of {organization.slug} is unpaid after 4 failed payment attempts"
 
-    hooks.register_payment_check(overdue)
-    yield overdue
-    hooks.unregister_payment_check(overdue)
+    with hooks.payment_check.registered(overdue):
+        yield overdue
 
 
 # --- standing --------------------------------------------------------------------------------

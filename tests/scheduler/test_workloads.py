@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from events import store
@@ -18,10 +20,10 @@ from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Node
 from scheduler import audit, runs, scheduling, services, tasks
 from scheduler import events as ev
-from scheduler.models import Allocation, Workload
+from scheduler.models import Allocation, Reservation, Workload
 from scheduler.specs import MAX_RUNTIME_S, RestartPolicy, WorkloadKind
 from tenants import services as tenant_services
-from tenants.models import Role
+from tenants.models import Project, Role
 from tests.builders import SYSTEM, Builder, client_with_key, run
 from tests.scheduler.conftest import GpuFleet, Tenant, job, ready_fleet
 
@@ -106,6 +108,48 @@ def test_waiting_workload_says_why_with_figures_and_its_place_in_line(
     (queue,) = [q for q in queues if q["project"] == str(tenant.project.pk)]
     assert (queue["depth"], queue["running"]) == (1, 2)
     assert queue["usage"] == [{"gpu_model": "h100", "used": 12.0, "quota": None}]
+
+
+def test_a_page_of_workloads_costs_the_same_queries_for_2_rows_as_for_10(
+    build: Builder, tenant: Tenant, in_process: None
+) -> None:
+    """Placement, pending reason and place in line are loaded for the whole page at once."""
+    ready_fleet(nodes=2, gpus=8)
+    small, large = (
+        build.project(tenant.organization, "Small"),
+        build.project(tenant.organization, "Large"),
+    )
+
+    def submit(project: Project, name: str, gpus: int = 1, nodes: int = 1) -> Workload:
+        spec = job(name, gpus=gpus, nodes=nodes, runtime_estimate_s=60)
+        workload: Workload = run(services.workload_submit, project=project, spec=spec)
+        return workload
+
+    submit(tenant.project, "filler", gpus=5, nodes=2)  # 10 of the 16 GPUs
+    running = [submit(small, "s-run")] + [submit(large, f"l-run{i}") for i in range(5)]
+    waiting = [submit(small, "s-wait")] + [submit(large, f"l-wait{i}") for i in range(5)]
+    assert {_state(w).status for w in running} == {"running"}
+    assert {_state(w).status for w in waiting} <= {"pending", "admitted"}
+    client = _client(build, tenant)
+    client.get("/api/v1/workloads", {"project": str(small.pk)})  # the key's first use
+
+    pages = {}
+    queries = {}
+    for project in (small, large):
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get("/api/v1/workloads", {"project": str(project.pk)})
+        assert response.status_code == 200
+        pages[project.name], queries[project.name] = response.json()["results"], len(captured)
+
+    assert [len(pages["Small"]), len(pages["Large"])] == [2, 10]
+    assert queries["Large"] == queries["Small"], (queries, captured.captured_queries)
+    rows = {row["name"]: row for row in pages["Large"]}
+    assert all(rows[f"l-run{i}"]["placement"]["gpu_milli"] == 1000 for i in range(5))
+    assert all(rows[f"l-run{i}"]["pending_reason"] is None for i in range(5))
+    assert [rows[f"l-wait{i}"]["queue_position"] for i in range(5)] == [1, 2, 3, 4, 5]
+    assert all(rows[f"l-wait{i}"]["pending_reason"] is not None for i in range(5))
+    assert all(rows[f"l-wait{i}"]["placement"] is None for i in range(5))
+    assert [row["queue_position"] for row in pages["Small"]] == [1, None]
 
 
 def test_cancel_frees_the_gpus_for_the_next_in_line(
@@ -207,6 +251,41 @@ def test_reserved_gpus_serve_only_their_owner(
     assert _state(outsider).status in {"pending", "admitted"}
     owner = _submit(tenant, gpus=4, reservation=reservation.pk)
     assert _state(owner).status == "running"
+
+
+def test_a_reservation_records_when_it_was_cancelled_and_a_replay_rebuilds_it(
+    tenant: Tenant, in_process: None
+) -> None:
+    ready_fleet(nodes=1, gpus=8)
+    now = timezone.now()
+    kept, cancelled = (
+        run(
+            services.reservation_create,
+            project=tenant.project,
+            gpu_model="h100",
+            gpus=2,
+            starts_at=now + timedelta(hours=1),
+            ends_at=now + timedelta(hours=2),
+        )
+        for _ in range(2)
+    )
+    run(services.reservation_cancel, reservation=cancelled, reason="plans changed")
+    (cancel,) = [
+        e
+        for e in store.read_stream(ev.RESERVATION_STREAM, str(cancelled.pk))
+        if e.type == ev.ReservationCancelled.event_type
+    ]
+
+    def rows() -> list[Any]:
+        return sorted(Reservation.objects.values_list("id", "status", "cancelled_at", "version"))
+
+    live = rows()
+    assert dict((pk, at) for pk, _, at, _ in live) == {
+        kept.pk: None,
+        cancelled.pk: cancel.recorded_at,
+    }
+    call_command("replay", "scheduler.scheduling", verbosity=0)
+    assert rows() == live
 
 
 def test_bad_input_is_a_400_with_a_stable_code_and_nothing_written(

@@ -1,0 +1,29 @@
+"""Scheduling reads: policy (priority classes, quotas, queues), capacity, workloads' state
+beyond their rows, reservations. None of them locks or writes."""
+
+from scheduler.selectors.capacity import cluster_allocation, cluster_allocations, gpus_held
+from scheduler.selectors.policy import (
+    BUILTIN_PRIORITY_CLASSES,
+    default_cohort,
+    priority_of,
+    queues_of,
+    quota_limit,
+)
+from scheduler.selectors.reservations import reservations_for_billing, reservations_overlapping
+from scheduler.selectors.workloads import WorkloadState, workload_events, workload_states
+
+__all__ = [
+    "BUILTIN_PRIORITY_CLASSES",
+    "WorkloadState",
+    "cluster_allocation",
+    "cluster_allocations",
+    "default_cohort",
+    "gpus_held",
+    "priority_of",
+    "queues_of",
+    "quota_limit",
+    "reservations_for_billing",
+    "reservations_overlapping",
+    "workload_events",
+    "workload_states",
+]

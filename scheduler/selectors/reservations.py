@@ -1,0 +1,27 @@
+"""Reads of reservations: those holding GPUs in a window, and those billing charges."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.db.models import F, QuerySet
+
+from scheduler.models import Reservation, ReservationStatus
+
+
+def reservations_overlapping(starts_at: datetime, ends_at: datetime) -> QuerySet[Reservation]:
+    """Active reservations whose window meets ``[starts_at, ends_at)``."""
+    return Reservation.objects.filter(
+        status=ReservationStatus.ACTIVE, starts_at__lt=ends_at, ends_at__gt=starts_at
+    )
+
+
+def reservations_for_billing(
+    organization_id: uuid.UUID, start: datetime, end: datetime
+) -> QuerySet[Reservation]:
+    """The organization's reservations overlapping ``[start, end)`` that are a commitment:
+    every one but those cancelled before their window began."""
+    return Reservation.objects.filter(
+        organization_id=organization_id, starts_at__lt=end, ends_at__gt=start
+    ).exclude(status=ReservationStatus.CANCELLED, cancelled_at__lte=F("starts_at"))

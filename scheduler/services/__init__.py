@@ -1,0 +1,48 @@
+"""Scheduling writes: policy (priority classes, queues), workloads and reservations, and the
+states of runs. Each write of an existing workload locks the workload's row (after the log's
+append lock) and appends to its stream with the version it read; the scheduling service
+(``scheduling``) is told on commit. Each module states what it locks.
+
+Every way of starting work (an order, the workloads and reservations API, an admin action)
+ends in ``workload_submit`` or ``reservation_create``, so the rules of new work live here:
+the organization's standing (``check_standing``: active, payment, the month's GPU-hours),
+the approval threshold (larger work only through an approved order), quotas, and the price
+plan, which follows from what the workload is.
+
+- ``policy``: priority classes, queues.
+- ``standing``: the organization's standing and the approval threshold.
+- ``shape``: what a spec may ask for, and the cluster it goes to.
+- ``submission``: ``workload_submit``.
+- ``cancellation``: ``workload_cancel``.
+- ``run_states``: a run's provisioning, running and end.
+- ``reservations``: ``reservation_create``, ``reservation_cancel``.
+- ``workload_stream``: the lock and append the workload writes share.
+"""
+
+from scheduler.services.cancellation import workload_cancel
+from scheduler.services.policy import priority_class_define, queue_configure
+from scheduler.services.reservations import reservation_cancel, reservation_create
+from scheduler.services.run_states import (
+    run_discarded,
+    run_ended,
+    run_holder,
+    run_provisioning,
+    run_started,
+)
+from scheduler.services.standing import check_standing
+from scheduler.services.submission import workload_submit
+
+__all__ = [
+    "check_standing",
+    "priority_class_define",
+    "queue_configure",
+    "reservation_cancel",
+    "reservation_create",
+    "run_discarded",
+    "run_ended",
+    "run_holder",
+    "run_provisioning",
+    "run_started",
+    "workload_cancel",
+    "workload_submit",
+]

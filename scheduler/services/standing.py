@@ -1,0 +1,94 @@
+"""The rules of new work that are the organization's: its standing (active, payment, the
+month's GPU-hours) and the approval threshold. Every way of starting work (an order, the
+workloads and reservations API, an admin action) passes them before it writes.
+
+Reads only, no locks: they are checked before the write's transaction, against the other
+apps' answers through ``hooks``. Work already running is never stopped by any of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+
+from django.db.models import F, Q
+from django.utils import timezone
+
+from scheduler import hooks
+from scheduler.errors import ApprovalRequired, GpuHoursExhausted, PaymentRequired
+from tenants.errors import OrganizationSuspended
+from tenants.models import Organization, Project, Quota
+
+MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
+
+
+def check_standing(
+    *, organization: Organization, project: Project, gpu_models: Sequence[str]
+) -> None:
+    """The organization may start new work in ``project`` on one of ``gpu_models`` (none:
+    any model): it is active, no payment check (billing's dunning, the budget's hard stop)
+    objects, and no quota of those models has spent its GPU-hours this month. Work already
+    running is never stopped by any of these."""
+    if not organization.is_active:
+        raise OrganizationSuspended(
+            f"organization {organization.slug} is suspended: it can read but start nothing"
+        )
+    refusal = hooks.payment_check.first(organization)
+    if refusal:
+        raise PaymentRequired(refusal, fields={"organization": [refusal]})
+    _check_gpu_hours(organization, project, gpu_models)
+
+
+def _check_gpu_hours(
+    organization: Organization, project: Project, gpu_models: Sequence[str]
+) -> None:
+    """A quota's ``monthly_gpu_hours`` holds the UTC month's metered usage of its model (the
+    organization's, or the project's for a project's quota). Work that may run on a spent
+    model is refused, even if it names others too: the engine may place it on any of them."""
+    quotas = Quota.objects.filter(
+        Q(project__isnull=True) | Q(project=project),
+        organization=organization,
+        monthly_gpu_hours__isnull=False,
+    )
+    if gpu_models:
+        quotas = quotas.filter(gpu_model__in=gpu_models)
+    now = timezone.now()
+    used: dict[uuid.UUID | None, dict[str, int]] = {}
+    for quota in quotas.order_by(F("project").asc(nulls_first=True), "gpu_model"):
+        if quota.project_id not in used:
+            metered = hooks.usage_meter.first(organization.pk, quota.project_id, now)
+            used[quota.project_id] = dict(metered or {})
+        milli = used[quota.project_id].get(quota.gpu_model, 0)
+        limit = quota.monthly_gpu_hours or 0
+        if milli < limit * MILLI_GPU_SECONDS_PER_GPU_HOUR:
+            continue
+        hours = f"{Decimal(milli) / MILLI_GPU_SECONDS_PER_GPU_HOUR:.3f}"
+        scope = (
+            f"project {project.slug}" if quota.project_id else f"organization {organization.slug}"
+        )
+        message = f"{scope} used {hours} of its {limit} {quota.gpu_model} GPU-hours this month"
+        raise GpuHoursExhausted(
+            message,
+            fields={"gpu_models": [message]},
+            details={
+                "gpu_model": quota.gpu_model,
+                "used_gpu_hours": hours,
+                "monthly_gpu_hours": limit,
+            },
+        )
+
+
+def check_approval(gpus: int, field: str, order_id: uuid.UUID | None) -> None:
+    """Work of more GPUs than the approval threshold starts only from an order, which an
+    operator approved (orders at most the threshold are approved at once)."""
+    threshold = hooks.approval_threshold.first()
+    if order_id is not None or threshold is None or gpus <= threshold:
+        return
+    message = (
+        f"{gpus} GPUs is over the approval threshold of {threshold}: order it"
+        " (POST /api/v1/orders), an operator approves it"
+    )
+    raise ApprovalRequired(
+        message, fields={field: [message]}, details={"gpus": gpus, "threshold": threshold}
+    )

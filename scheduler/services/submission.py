@@ -1,0 +1,176 @@
+"""Submitting a workload: validated against the fleet, the quota, its reservation and the
+organization's standing, then queued on a cluster. The price plan follows from what the
+workload is.
+
+The checks read without locks; the submission itself is one append to a new stream
+(``NO_STREAM``: it cannot conflict), and the cluster's scheduler is asked for a cycle once it
+commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+from django.db.models import Count
+
+from events import store
+from events.store import NO_STREAM
+from inventory.models import Cluster
+from inventory.selectors import nodes_in_service
+from neocloud.core.errors import ValidationFailed
+from scheduler import events as ev
+from scheduler import triggers
+from scheduler.errors import QuotaExceeded, Unschedulable
+from scheduler.models import Reservation, ReservationStatus, Workload
+from scheduler.selectors import priority_of, quota_limit
+from scheduler.services.shape import check_shape, cluster_for, invalid
+from scheduler.services.standing import check_approval, check_standing
+from scheduler.specs import PricePlan, WorkloadSpec
+from tenants.access import Action, Actor
+from tenants.errors import PermissionDenied
+from tenants.models import Organization, Project
+
+
+def workload_submit(
+    *,
+    actor: Actor,
+    project: Project,
+    spec: WorkloadSpec,
+    order_id: uuid.UUID | None = None,
+) -> Workload:
+    """Validate ``spec`` against the fleet, the quota and the organization's standing, and
+    queue it on a cluster. ``order_id``: the approved order it fulfils (then it may be over
+    the approval threshold)."""
+    organization = Organization.objects.get(pk=project.organization_id)
+    actor.require(Action.WORKLOAD_WRITE, organization)
+    visible = actor.visible_project_ids(organization.pk)
+    if visible is not None and project.pk not in visible:
+        raise PermissionDenied("not allowed to submit to this project")
+    check_shape(spec)
+    priority, class_preemptible = priority_of(spec.priority_class)
+    preemptible = spec.preemptible or class_preemptible
+    plan = _price_plan(spec, preemptible)
+    cluster = cluster_for(spec)
+    _check_fits(spec, cluster)
+    _check_quota(project, spec)
+    _check_reservation(project, spec, cluster)
+    check_standing(organization=organization, project=project, gpu_models=spec.gpu_models)
+    gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
+    check_approval(gpus, "gpus_per_node", order_id)
+    workload_id = uuid.uuid4()
+    with transaction.atomic():
+        store.append(
+            ev.WORKLOAD_STREAM,
+            str(workload_id),
+            [
+                ev.WorkloadSubmitted(
+                    workload_id=workload_id,
+                    organization_id=organization.pk,
+                    project_id=project.pk,
+                    cluster_id=cluster.pk,
+                    name=spec.name,
+                    kind=spec.kind.value,
+                    gpu_models=list(spec.gpu_models),
+                    gpus_per_node=spec.gpus_per_node,
+                    nodes=spec.nodes,
+                    min_nodes=spec.min_nodes,
+                    gpu_milli=spec.gpu_milli,
+                    cpu_milli=spec.cpu_milli,
+                    memory_mib=spec.memory_mib,
+                    priority_class=spec.priority_class,
+                    priority=priority,
+                    preemptible=preemptible,
+                    topology=spec.topology,
+                    runtime_estimate_s=spec.runtime_estimate_s,
+                    max_runtime_s=spec.max_runtime_s,
+                    retry_limit=spec.retry_limit,
+                    restart_policy=spec.restart_policy.value,
+                    reservation_id=spec.reservation,
+                    price_plan=plan.value,
+                    offering=spec.offering,
+                    order_id=order_id,
+                )
+            ],
+            expected_version=NO_STREAM,
+            metadata=actor.metadata(organization.pk),
+        )
+        triggers.cycle_wanted(cluster.pk)
+    return Workload.objects.get(pk=workload_id)
+
+
+def _price_plan(spec: WorkloadSpec, preemptible: bool) -> PricePlan:
+    """The plan follows from what the workload is: on its reservation, reserved; preemptible,
+    preemptible; else on demand. A request naming another plan is refused."""
+    if spec.reservation is not None:
+        plan = PricePlan.RESERVED
+    elif preemptible:
+        plan = PricePlan.PREEMPTIBLE
+    else:
+        plan = PricePlan.ON_DEMAND
+    named = spec.price_plan
+    if named is None or named == plan:
+        return plan
+    if named == PricePlan.RESERVED:
+        why = "reserved is for work on a reservation"
+    elif plan == PricePlan.RESERVED:
+        why = f"{named} is for work off a reservation"
+    elif named == PricePlan.PREEMPTIBLE:
+        why = "preemptible is for preemptible work"
+    else:
+        why = f"{named} is for work that is not preemptible"
+    message = f"{why}; this workload is billed {plan}"
+    raise ValidationFailed(message, fields={"price_plan": [message]})
+
+
+def _check_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
+    """Refuse what no node of the cluster could ever hold: it would wait forever."""
+    nodes = nodes_in_service().filter(cluster=cluster, gpu_model__isnull=False)
+    if spec.gpu_models:
+        nodes = nodes.filter(gpu_model__in=spec.gpu_models)
+    sized = nodes.annotate(gpu_count=Count("gpus"))
+    fitting = sized.filter(
+        gpu_count__gte=spec.gpus_per_node,
+        cpu_milli__gte=spec.cpu_milli,
+        memory_mib__gte=spec.memory_mib,
+    ).count()
+    needed = spec.min_nodes or spec.nodes
+    if fitting < needed:
+        largest = max(sized.values_list("gpu_count", flat=True), default=0)
+        raise Unschedulable(
+            f"cluster {cluster.slug} has {fitting} nodes able to hold"
+            f" {spec.gpus_per_node} GPUs with the CPU and memory asked (largest node:"
+            f" {largest} GPUs); the workload needs {needed}",
+            fields={"gpus_per_node": ["too_large"]},
+        )
+
+
+def _check_quota(project: Project, spec: WorkloadSpec) -> None:
+    """A workload larger than the project's (or organization's) quota could never start."""
+    demand = spec.gpus_per_node * (spec.min_nodes or spec.nodes) * spec.gpu_milli / 1000
+    for model in spec.gpu_models:
+        limit = quota_limit(project, model)
+        if limit is None or demand <= limit:
+            return
+    if not spec.gpu_models:
+        return
+    raise QuotaExceeded(
+        f"asks {demand:g} GPUs; the quota allows {quota_limit(project, spec.gpu_models[0])}"
+        f" {spec.gpu_models[0]}",
+        fields={"gpus_per_node": ["quota_exceeded"]},
+        details={"needed": demand},
+    )
+
+
+def _check_reservation(project: Project, spec: WorkloadSpec, cluster: Cluster) -> None:
+    if spec.reservation is None:
+        return
+    reservation = Reservation.objects.filter(
+        pk=spec.reservation, project=project, status=ReservationStatus.ACTIVE
+    ).first()
+    if reservation is None:
+        raise invalid("reservation", "no such active reservation in this project", "unknown")
+    if reservation.cluster_id != cluster.pk or (
+        spec.gpu_models and reservation.gpu_model not in spec.gpu_models
+    ):
+        raise invalid("reservation", "the reservation holds other GPUs", "mismatch")

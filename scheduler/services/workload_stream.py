@@ -1,0 +1,58 @@
+"""Writing to a workload's stream, shared by the writes of a workload that exists (its
+cancellation, its runs' states).
+
+Lock order: the log's append lock, then the workload's row (``locked_workload``), held to
+the end of the transaction; the append carries the version read under that lock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from django.utils import timezone
+
+from events import store
+from events.types import DomainEvent
+from neocloud.core.transactions import row_lock
+from scheduler import events as ev
+from scheduler.errors import WorkloadFinished
+from scheduler.models import Workload
+from tenants.access import Actor
+
+
+def locked_workload(workload_id: uuid.UUID) -> Workload | None:
+    """The workload's row, locked to the end of the transaction, after the log's lock: a
+    cycle's append holds the log's lock and then updates workload rows, so taking them in the
+    other order could deadlock with it."""
+    store.take_append_lock()
+    return row_lock(Workload.objects.all()).filter(pk=workload_id).first()
+
+
+def append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEvent]) -> None:
+    store.append(
+        ev.WORKLOAD_STREAM,
+        str(workload.pk),
+        changes,
+        expected_version=workload.version,
+        metadata=actor.metadata(workload.organization_id),
+    )
+
+
+def released(workload: Workload, reason: str, message: str, status: str) -> ev.AllocationReleased:
+    """The release of the GPUs the workload holds, leaving it in ``status``."""
+    return ev.AllocationReleased(
+        allocation_id=held_allocation(workload),
+        cluster_id=workload.cluster_id,
+        reason=reason,
+        message=message,
+        status=status,
+        released_at=timezone.now(),
+    )
+
+
+def held_allocation(workload: Workload) -> uuid.UUID:
+    """The allocation the workload holds; callers have checked it holds one."""
+    if workload.allocation_id is None:
+        raise WorkloadFinished(f"workload {workload.pk} holds no GPUs")
+    return workload.allocation_id
