@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -46,10 +45,10 @@ from django.utils import timezone
 from events import store
 from events.store import Metadata
 from events.types import DomainEvent
-from inventory import drivers, services
+from inventory import drivers, hooks, services
 from inventory import events as ev
 from inventory.drivers import NodeSpec, StepFailed
-from inventory.drivers.base import StepDetails
+from inventory.drivers.base import StepDetails, step_attempt
 from inventory.lifecycle import NodeAction, NodeState, next_state
 from inventory.models import Node, ProvisioningStep
 from neocloud.core.redaction import redact
@@ -63,10 +62,6 @@ ACTOR = "provisioning"  # metadata actor system:provisioning
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_STALE_AFTER_S = 300.0
-
-# The attempt being performed, for drivers that care (the simulator draws its faults by
-# attempt). Set by the runner around each driver call.
-step_attempt: ContextVar[int] = ContextVar("step_attempt")
 
 
 def max_attempts() -> int:
@@ -384,13 +379,17 @@ def provisioning_dispatch(node_id: UUID, *, run: int | None = None) -> None:
 
     Call on commit of whatever started or advanced the run. A duplicate dispatch is harmless.
     """
-    from inventory.tasks import provision_step
-
     if run is None:
         run = Node.objects.filter(pk=node_id).values_list("provisioning_run", flat=True).first()
         if not run:
             return
-    provision_step.delay(str(node_id), run)
+    hooks.provisioning_step_enqueue.call_all(node_id, run)
+
+
+def run_started(node_id: UUID) -> None:
+    """Answers ``hooks.provisioning_started``: the new run's first step. Looks the dispatch up
+    when called, so that a test can lose its messages."""
+    provisioning_dispatch(node_id)
 
 
 def provisioning_reconcile(

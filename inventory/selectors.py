@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from typing import Any
 
@@ -25,6 +26,10 @@ def nodes_in_service() -> QuerySet[Node]:
 def nodes_with_capacity() -> QuerySet[Node]:
     """Nodes whose GPUs count as capacity now: neither retired nor failed (``LOST``)."""
     return Node.objects.exclude(state__in=LOST)
+
+
+def cluster_ids() -> list[uuid.UUID]:
+    return list(Cluster.objects.values_list("id", flat=True))
 
 
 def _nodes(cluster: Cluster) -> list[Node]:

@@ -315,14 +315,8 @@ def _start_run(
         ],
         node.version,
     )
-    _dispatch_on_commit(node.pk)
+    hooks.provisioning_started.on_commit(node.pk)
     return Node.objects.get(pk=node.pk)
-
-
-def _dispatch_on_commit(node_id: uuid.UUID) -> None:
-    from inventory.provisioning import provisioning_dispatch
-
-    transaction.on_commit(lambda: provisioning_dispatch(node_id))
 
 
 def node_fail(*, actor: Actor, node: Node, reason: str) -> Node:

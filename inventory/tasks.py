@@ -58,6 +58,11 @@ def provision_step(self: Task[[str, int], str | Retry], node_id: str, run: int) 
     raise self.retry(countdown=outcome.retry_in_s)
 
 
+def provision_step_enqueue(node_id: UUID, run: int) -> None:
+    """Answers ``inventory.hooks.provisioning_step_enqueue``."""
+    provision_step.delay(str(node_id), run)
+
+
 @shared_task(name="inventory.reconcile_provisioning", ignore_result=True)
 def reconcile_provisioning() -> int:
     """Dispatch again the runs that made no progress for ``PROVISIONING_STALE_AFTER_S``."""

@@ -9,7 +9,10 @@ class SchedulerConfig(AppConfig):
 
     def ready(self) -> None:
         from inventory import hooks as inventory
-        from scheduler import runs
+        from scheduler import runs, tasks, triggers
 
         inventory.node_has_work.register(runs.node_has_allocations)
         inventory.node_failed.register(runs.node_failed)
+        triggers.cycle_dispatch.register(tasks.cycle_dispatch)
+        triggers.runs_start_dispatch.register(tasks.runs_start_dispatch)
+        triggers.run_stop_dispatch.register(tasks.run_stop_dispatch)

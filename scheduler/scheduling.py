@@ -34,7 +34,6 @@ from events import store
 from events.errors import StreamConflict
 from events.store import Metadata, RecordedEvent
 from events.types import DomainEvent
-from inventory.models import Cluster
 from neocloud.core.transactions import row_lock
 from scheduler import events as ev
 from scheduler import triggers
@@ -517,18 +516,3 @@ def _plain(figures: object) -> object:
     if isinstance(figures, str | int | float | bool) or figures is None:
         return figures
     return str(figures)
-
-
-# --- requests for a cycle --------------------------------------------------------------------
-
-
-def cycle_request(cluster_id: uuid.UUID) -> None:
-    """Ask for a cycle of the cluster soon (several asks close together make one cycle)."""
-    from scheduler import tasks
-
-    tasks.cycle_dispatch(cluster_id)
-
-
-def cycle_request_all() -> None:
-    for cluster_id in Cluster.objects.values_list("id", flat=True):
-        cycle_request(cluster_id)

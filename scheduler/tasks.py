@@ -27,7 +27,7 @@ from django.conf import settings
 from inventory.models import Cluster
 from neocloud.celery import app
 from neocloud.core.transactions import RACES
-from scheduler import runs, scheduling
+from scheduler import runs, scheduling, triggers
 
 DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"
 _redis: redis.Redis | None = None
@@ -162,7 +162,7 @@ def tick() -> None:
     if overdue:
         runs.runs_check(overdue)
     if _eager():
-        scheduling.cycle_request_all()
+        triggers.cycle_request_all()
         return
     # Past the debounce and the holder's queue: if the holder died, whoever takes this
     # cycle forwards it and takes the lease over when it expires.

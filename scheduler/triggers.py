@@ -1,6 +1,14 @@
-"""What a scheduling write sets off once it commits: a cycle of its cluster, the stop of a
-run. Registered with ``transaction.on_commit`` so that nothing starts for a write that rolls
-back, and so that the cycle reads what the write committed."""
+"""What a scheduling write sets off once it commits: a cycle of its cluster, the start or the
+stop of runs. Registered with ``transaction.on_commit`` so that nothing starts for a write that
+rolls back, and so that the cycle reads what the write committed.
+
+The tasks that carry them out sit above the services that set them off, so they answer these
+hooks (``neocloud.core.hooks``), registered in ``SchedulerConfig.ready``:
+
+- ``cycle_dispatch`` (``call_all``): a cycle of this cluster soon (``tasks.cycle_dispatch``);
+- ``runs_start_dispatch`` (``call_all``): start these granted runs (workload, allocation);
+- ``run_stop_dispatch`` (``call_all``): stop this run.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +16,41 @@ import uuid
 
 from django.db import transaction
 
+from inventory.selectors import cluster_ids
+from neocloud.core.hooks import Hook
+
+cycle_dispatch: Hook[[uuid.UUID], None] = Hook("scheduler.cycle_dispatch")
+runs_start_dispatch: Hook[[list[tuple[uuid.UUID, uuid.UUID]]], None] = Hook(
+    "scheduler.runs_start_dispatch"
+)
+run_stop_dispatch: Hook[[uuid.UUID, uuid.UUID], None] = Hook("scheduler.run_stop_dispatch")
+
+
+def cycle_request(cluster_id: uuid.UUID) -> None:
+    """Ask for a cycle of the cluster soon (several asks close together make one cycle)."""
+    cycle_dispatch.call_all(cluster_id)
+
+
+def cycle_request_all() -> None:
+    for cluster_id in cluster_ids():
+        cycle_request(cluster_id)
+
 
 def cycle_wanted(cluster_id: uuid.UUID) -> None:
-    from scheduler import scheduling
-
-    transaction.on_commit(lambda: scheduling.cycle_request(cluster_id))
+    transaction.on_commit(lambda: cycle_request(cluster_id))
 
 
 def policy_changed() -> None:
-    from scheduler import scheduling
-
-    transaction.on_commit(scheduling.cycle_request_all)
+    transaction.on_commit(cycle_request_all)
 
 
 def runs_start(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
-    from scheduler import tasks
-
     if grants:
-        transaction.on_commit(lambda: tasks.runs_start_dispatch(grants))
+        runs_start_dispatch.on_commit(grants)
 
 
 def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
-    from scheduler import tasks
-
-    transaction.on_commit(lambda: tasks.run_stop_dispatch(workload_id, allocation_id))
+    run_stop_dispatch.on_commit(workload_id, allocation_id)
 
 
 def drain_check(node_ids: list[str]) -> None:

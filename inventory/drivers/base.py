@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from uuid import UUID
+
+# The attempt being performed, for drivers that care (the simulator draws its faults by
+# attempt). Set by the provisioning runner around each driver call.
+step_attempt: ContextVar[int] = ContextVar("step_attempt")
 
 StepDetails = dict[str, Any]
 

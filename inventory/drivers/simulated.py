@@ -32,7 +32,7 @@ Settings (read at each call with ``getattr``, so tests may override them):
 ``SIMULATED_HANG_S``
     How long a hang lasts (default 3600 s).
 
-The attempt number comes from ``inventory.provisioning.step_attempt``, set by the step
+The attempt number comes from ``inventory.drivers.base.step_attempt``, set by the step
 runner around the call; a call made without it (a test calling the driver directly) counts
 the calls per key in this process instead.
 """
@@ -62,9 +62,9 @@ from inventory.drivers.base import (
     StepDetails,
     StepFailed,
     WorkloadRun,
+    step_attempt,
 )
 from inventory.models import SimulatedEffect
-from inventory.provisioning import step_attempt
 
 DEFAULT_STEP_DELAY_S = 0.05
 DEFAULT_HANG_S = 3600.0
