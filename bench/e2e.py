@@ -34,8 +34,8 @@ from typing import IO, Any
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.test import override_settings
-from bench.api import _database_url, _free_port, _serving
 
+from bench.api import _database_url, _free_port, _serving
 from bench.registry import peak_rss_mb, scratch_database, suite
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
