@@ -116,12 +116,15 @@ class AllocationGranted(DomainEvent):
 
 @event_type("scheduler.WorkloadPreempted")
 class WorkloadPreempted(DomainEvent):
-    """Releases the victim's allocation; the victim goes back to pending."""
+    """Releases the victim's allocation; the victim goes back to pending. ``code`` is the
+    engine's ``PreemptionCode`` (priority, reclaim, reservation, quota), ``reason`` its
+    sentence; events recorded before codes were carried have none."""
 
     workload_id: UUID
     allocation_id: UUID
     by_workload_id: UUID
     reason: str
+    code: str | None = None
 
 
 @event_type("scheduler.WorkloadProvisioning")

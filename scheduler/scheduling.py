@@ -421,6 +421,7 @@ def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -
                 allocation_id=allocation_id,
                 by_workload_id=uuid.UUID(preemption.for_workload),
                 reason=preemption.reason,
+                code=preemption.code.value,
             )
         )
     for allocation in decisions.allocations:

@@ -207,10 +207,22 @@ class PendingReason:
     figures: Mapping[str, object] = field(default_factory=dict)
 
 
+class PreemptionCode(enum.StrEnum):
+    """Why running work was taken back (each path of preemption has one)."""
+
+    PRIORITY = "priority"  # lower-priority preemptible work, for capacity
+    RECLAIM = "reclaim"  # a borrower's work, for a queue taking back its nominal quota
+    RESERVATION = "reservation"  # for work on a reservation, on the capacity its window holds
+    QUOTA = "quota"  # the queue's own lower-priority work, to free the queue's quota
+
+
 @dataclass(frozen=True, slots=True)
 class Preemption:
+    """A victim taken back for a workload: a stable code and a sentence a person can read."""
+
     victim: str
     for_workload: str
+    code: PreemptionCode
     reason: str
 
 

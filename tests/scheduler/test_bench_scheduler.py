@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from bench.scheduler import scheduler as scheduler_suite
 from scheduler.engine import Allocation, Decisions, Node, Policy, Request, Snapshot, schedule
 from scheduler.engine.cycle import Scheduler
-from tests.scheduler.test_engine_invariants import NOW, SETTINGS, fleets, policies, requests
+from tests.strategies import NOW, SETTINGS, fleets, policies, requests
 
 
 def test_the_suite_reports_its_figures_against_the_baseline() -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scheduler.engine import Allocation, Node, Policy, Request, Snapshot, schedule
 from scheduler.engine.cycle import Scheduler
-from tests.scheduler.test_engine_invariants import NOW, SETTINGS, fleets, policies, requests
+from tests.strategies import NOW, SETTINGS, fleets, policies, requests
 
 
 def _by_workload(allocations: list[Allocation] | tuple[Allocation, ...]) -> list[Allocation]:

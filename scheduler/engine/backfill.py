@@ -1,0 +1,128 @@
+"""Head-of-line holds and backfill: a workload that waits for capacity holds back later ones
+that want the same GPU models, unless they end (by their runtime estimate) before it could
+start. When it could start is the runtime rule: running work given back in the order it is
+estimated to end, until the workload fits."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from scheduler.engine import reasons
+from scheduler.engine.capacity import Capacity
+from scheduler.engine.model import Allocation, PendingReason, Request
+from scheduler.engine.placement import Shapes, place
+
+
+@dataclass
+class _Blocker:
+    """A workload that waits for capacity, when it could start by runtime estimates, and the
+    reason of those it holds back (one value for all of them)."""
+
+    workload: Request
+    models: frozenset[str]
+    earliest_start: float
+    holds_back: PendingReason
+
+
+class HeadOfLine:
+    """The workloads of one cycle that wait for capacity, in the order the cycle met them, and
+    whom they hold back: later work of no higher priority wanting one of the same models,
+    unless backfill lets it run because it ends (by its estimate) before the blocker could
+    start."""
+
+    def __init__(self, now: float, backfill: bool) -> None:
+        self.now, self.backfill = now, backfill
+        self._blockers: list[_Blocker] = []
+        # Who holds back requests alike (models, priority, runtime estimate), until the next
+        # blocker joins: most of a long queue waits behind the same few.
+        self._held_back: dict[tuple[object, ...], _Blocker | None] = {}
+
+    def holding_back(self, request: Request, models: frozenset[str]) -> PendingReason | None:
+        """Why ``request`` (which may take ``models``) waits behind a blocker, or None."""
+        if not self._blockers:
+            return None
+        alike = (request.gpu_models, request.priority, request.runtime_estimate_s)
+        if alike in self._held_back:
+            blocker = self._held_back[alike]
+        else:
+            blocker = self._held_back[alike] = self._blocked_by(request, models)
+        return None if blocker is None else blocker.holds_back
+
+    def _blocked_by(self, request: Request, models: frozenset[str]) -> _Blocker | None:
+        for blocker in self._blockers:
+            if blocker.workload.priority < request.priority or blocker.models.isdisjoint(models):
+                continue
+            fits_before = (
+                self.backfill
+                and request.runtime_estimate_s is not None
+                and self.now + request.runtime_estimate_s <= blocker.earliest_start
+            )
+            if not fits_before:
+                return blocker
+        return None
+
+    def waits(self, request: Request, models: frozenset[str], earliest_start: float) -> None:
+        """``request`` waits for capacity it could have at ``earliest_start``: it holds back
+        the work after it."""
+        self._blockers.append(_Blocker(request, models, earliest_start, reasons.behind(request)))
+        self._held_back.clear()
+
+
+class Ending:
+    """Running work with an estimated end, soonest first (then by workload id)."""
+
+    def __init__(self, allocations: Iterable[Allocation]) -> None:
+        ending = sorted(((a.ends_at, a.workload), a) for a in allocations if a.ends_at is not None)
+        self._keys: list[tuple[float, str]] = [key for key, _ in ending]
+        self._allocations: list[Allocation] = [a for _, a in ending]
+
+    def add(self, allocation: Allocation) -> None:
+        if allocation.ends_at is None:
+            return
+        at = bisect.bisect_right(self._keys, (allocation.ends_at, allocation.workload))
+        self._keys.insert(at, (allocation.ends_at, allocation.workload))
+        self._allocations.insert(at, allocation)
+
+    def remove(self, allocation: Allocation) -> None:
+        if allocation.ends_at is None:
+            return
+        key = (allocation.ends_at, allocation.workload)
+        at = bisect.bisect_left(self._keys, key)
+        while self._allocations[at] is not allocation:
+            at += 1
+        del self._keys[at]
+        del self._allocations[at]
+
+    def of(self, models: list[str]) -> Iterator[tuple[float, Allocation]]:
+        for (ends_at, _), allocation in zip(self._keys, self._allocations, strict=True):
+            if allocation.gpu_model in models:
+                yield ends_at, allocation
+
+
+def fits(capacity: Capacity, request: Request, models: list[str], shapes: Shapes) -> bool:
+    """Whether the request fits ``capacity`` on one of ``models``."""
+    return any(place(capacity, request, model, shapes) is not None for model in models)
+
+
+def earliest_start(
+    capacity: Capacity,
+    ending: Iterable[tuple[float, Allocation]],
+    request: Request,
+    models: list[str],
+    shapes: Shapes,
+) -> float:
+    """When the request could start if running work ends as estimated (inf: unknown): the
+    ``ending`` work (soonest first) given back until it fits, then taken again."""
+    released: list[Allocation] = []
+    start = float("inf")
+    for ends_at, allocation in ending:
+        capacity.give(allocation)
+        released.append(allocation)
+        if fits(capacity, request, models, shapes):
+            start = ends_at
+            break
+    for allocation in released:
+        capacity.take(allocation)
+    return start
