@@ -23,12 +23,13 @@ from scheduler.specs import (
     MAX_RESERVED_GPUS,
     MAX_RUNTIME_S,
     RESERVATION_HORIZON,
+    Topology,
 )
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
 
 PRICE_PLAN_NAMESPACE = uuid.UUID("3b0f7a52-2d8e-4c1e-9a56-636174616c67")
-TOPOLOGIES = ("any", "single_node", "same_nvlink_domain", "same_rack")
+TOPOLOGIES = tuple(Topology)
 CURRENCY = re.compile(r"^[A-Z]{3}$")
 WHOLE = 1000  # milli-GPU in one GPU
 MAX_PRICE_PER_GPU_HOUR_MINOR = 100_000_000  # a million a GPU-hour: beyond it, a typo

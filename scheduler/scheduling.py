@@ -34,13 +34,14 @@ from events import store
 from events.errors import StreamConflict
 from events.store import Metadata, RecordedEvent
 from events.types import DomainEvent
+from inventory import events as fleet
 from neocloud.core.transactions import row_lock
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import Allocation, Decisions, PendingReason, Snapshot
-from scheduler.models import SchedulerLease, WorkloadWait
+from scheduler.models import SchedulerLease, WorkloadStatus, WorkloadWait
 from scheduler.snapshot import (
     ClusterView,
     allocation_of,
@@ -49,6 +50,7 @@ from scheduler.snapshot import (
     epoch,
     request_of,
 )
+from tenants import events as tenancy
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +67,13 @@ WORKLOAD_TYPES = frozenset(
 # Rare changes of the fleet or of policy: the state is rebuilt from the tables.
 REBUILD_TYPES = frozenset(
     {
-        "inventory.NodeRegistered",
-        "inventory.NodeRespecified",
-        "inventory.NodeStateChanged",
-        "inventory.GpuFailed",
-        "inventory.GpuRecovered",
-        "tenants.QuotaSet",
-        "tenants.QuotaCleared",
+        fleet.NodeRegistered.event_type,
+        fleet.NodeRespecified.event_type,
+        fleet.NodeStateChanged.event_type,
+        fleet.GpuFailed.event_type,
+        fleet.GpuRecovered.event_type,
+        tenancy.QuotaSet.event_type,
+        tenancy.QuotaCleared.event_type,
         ev.QueueConfigured.event_type,
         ev.ReservationCreated.event_type,
         ev.ReservationCancelled.event_type,
@@ -230,14 +232,17 @@ class ClusterState:
                 # Released before (the first release wins). But a run that ended while this
                 # scheduler preempted it has ended for good: it must not be granted again.
                 ended = event.type == ev.AllocationReleased.event_type
-                if ended and held is None and data["status"] != "pending":
+                if ended and held is None and data["status"] != WorkloadStatus.PENDING:
                     view.waiting.pop(workload, None)
                     view.requests.pop(workload, None)
                 return
             del view.running[workload]
             self.engine.release(held[1])
             self.stopped(held[1], epoch(data.get("released_at") or event.recorded_at))
-            requeued = event.type == ev.WorkloadPreempted.event_type or data["status"] == "pending"
+            requeued = (
+                event.type == ev.WorkloadPreempted.event_type
+                or data["status"] == WorkloadStatus.PENDING
+            )
             if requeued:
                 view.waiting[workload] = False
             else:
@@ -351,7 +356,7 @@ def _decide(state: ClusterState) -> CycleResult:
     if changes:
         # Only the decisions share the append's transaction (and its lock on the log). Lock
         # order: the log's append lock first, then the workload rows the projections update
-        # (the order every workload write keeps, ``services._locked``).
+        # (the order every workload write keeps, ``services.workload_stream.locked_workload``).
         with transaction.atomic():
             store.take_append_lock()
             _check_unmoved(state, decisions)
