@@ -17,13 +17,13 @@ from events.store import Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel, Region
 from neocloud.core.transactions import row_lock
+from scheduler.engine import Topology
 from scheduler.specs import (
     MAX_GPUS_PER_NODE,
     MAX_NODES,
     MAX_RESERVED_GPUS,
     MAX_RUNTIME_S,
     RESERVATION_HORIZON,
-    Topology,
 )
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from scheduler import events as ev
 from tests.builders import Builder
 from tests.builders import commerce as commerce_builders
 from tests.builders.history import SchedulingLog
@@ -30,7 +29,7 @@ class History(SchedulingLog):
     """One project's scheduling events at chosen instants, in the scheduler's streams: a
     priced service's life (submitted against an offering, running, released)."""
 
-    def submit(
+    def submit(  # type: ignore[override]
         self,
         at: datetime,
         *,
@@ -38,79 +37,23 @@ class History(SchedulingLog):
         plan: str = "on_demand",
         name: str = "w",
     ) -> uuid.UUID:
-        workload_id = uuid.uuid4()
-        self._append(
-            ev.WORKLOAD_STREAM,
-            workload_id,
-            ev.WorkloadSubmitted(
-                workload_id=workload_id,
-                organization_id=self.project.organization_id,
-                project_id=self.project.pk,
-                cluster_id=self.cluster_id,
-                name=name,
-                kind="service",
-                gpu_models=["h100"],
-                gpus_per_node=1,
-                nodes=1,
-                min_nodes=None,
-                gpu_milli=1000,
-                cpu_milli=1000,
-                memory_mib=1024,
-                priority_class="default",
-                priority=0,
-                preemptible=plan == "preemptible",
-                topology="any",
-                runtime_estimate_s=None,
-                max_runtime_s=None,
-                retry_limit=3,
-                restart_policy="always",
-                reservation_id=None,
-                price_plan=plan,
-                offering=offering,
-                order_id=None,
-            ),
+        return super().submit(
             at,
+            price_plan=plan,
+            offering=offering,
+            kind="service",
+            name=name,
+            preemptible=plan == "preemptible",
+            retry_limit=3,
+            restart_policy="always",
         )
-        return workload_id
 
-    def grant(
+    def grant(  # type: ignore[override]
         self, workload_id: uuid.UUID, at: datetime, gpus: int = 1, milli: int = 1000
     ) -> uuid.UUID:
-        allocation_id = uuid.uuid4()
-        self._append(
-            ev.SCHEDULE_STREAM,
-            self.cluster_id,
-            ev.AllocationGranted(
-                allocation_id=allocation_id,
-                workload_id=workload_id,
-                organization_id=self.project.organization_id,
-                project_id=self.project.pk,
-                gpu_model="h100",
-                placements=[
-                    ev.PlacementData(
-                        node_id=uuid.uuid4(),
-                        node="n0",
-                        gpus=list(range(gpus)),
-                        gpu_milli=milli,
-                        cpu_milli=1000,
-                        memory_mib=1024,
-                    )
-                ],
-                granted_at=at,
-            ),
-            at,
-        )
-        return allocation_id
+        return super().grant(workload_id, at, [(gpus, milli)])
 
-    def running(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
-        self._append(
-            ev.WORKLOAD_STREAM,
-            workload_id,
-            ev.WorkloadRunning(allocation_id=allocation_id, started_at=at, details={}),
-            at,
-        )
-
-    def release(
+    def release(  # type: ignore[override]
         self,
         workload_id: uuid.UUID,
         allocation_id: uuid.UUID,
@@ -118,19 +61,7 @@ class History(SchedulingLog):
         reason: str = "succeeded",
         status: str = "succeeded",
     ) -> None:
-        self._append(
-            ev.WORKLOAD_STREAM,
-            workload_id,
-            ev.AllocationReleased(
-                allocation_id=allocation_id,
-                cluster_id=self.cluster_id,
-                reason=reason,
-                message="",
-                status=status,
-                released_at=at,
-            ),
-            at,
-        )
+        super().release(workload_id, allocation_id, at, reason=reason, status=status)
 
     def run(self, start: datetime, end: datetime, **submit: Any) -> uuid.UUID:
         """A workload granted at ``start``, running at once, done at ``end``; its allocation."""

@@ -53,24 +53,6 @@ class SchedulingLog:
                 ),
             )
 
-    def preempt(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
-        self._append(
-            ev.SCHEDULE_STREAM,
-            self.cluster_id,
-            ev.WorkloadPreempted(
-                workload_id=workload_id,
-                allocation_id=allocation_id,
-                by_workload_id=uuid.uuid4(),
-                reason="priority",
-            ),
-            at,
-        )
-
-
-@dataclass
-class Log(SchedulingLog):
-    """A tenant's jobs as metering sees them."""
-
     def submit(
         self,
         at: datetime,
@@ -78,6 +60,11 @@ class Log(SchedulingLog):
         price_plan: str = "on_demand",
         offering: str | None = None,
         workload_id: uuid.UUID | None = None,
+        kind: str = "job",
+        name: str = "w",
+        preemptible: bool = True,
+        retry_limit: int = 0,
+        restart_policy: str = "never",
     ) -> uuid.UUID:
         workload_id = workload_id or uuid.uuid4()
         self._append(
@@ -88,8 +75,8 @@ class Log(SchedulingLog):
                 organization_id=self.project.organization_id,
                 project_id=self.project.pk,
                 cluster_id=self.cluster_id,
-                name="w",
-                kind="job",
+                name=name,
+                kind=kind,
                 gpu_models=["h100"],
                 gpus_per_node=1,
                 nodes=1,
@@ -99,12 +86,12 @@ class Log(SchedulingLog):
                 memory_mib=1024,
                 priority_class="default",
                 priority=0,
-                preemptible=True,
+                preemptible=preemptible,
                 topology="any",
                 runtime_estimate_s=None,
                 max_runtime_s=None,
-                retry_limit=0,
-                restart_policy="never",
+                retry_limit=retry_limit,
+                restart_policy=restart_policy,
                 reservation_id=None,
                 price_plan=price_plan,
                 offering=offering,
@@ -149,12 +136,23 @@ class Log(SchedulingLog):
         )
         return allocation_id
 
+    def running(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
+        self._append(
+            ev.WORKLOAD_STREAM,
+            workload_id,
+            ev.WorkloadRunning(allocation_id=allocation_id, started_at=at, details={}),
+            at,
+        )
+
     def release(
         self,
         workload_id: uuid.UUID,
         allocation_id: uuid.UUID,
         at: datetime,
         released_at: datetime | None = None,
+        *,
+        reason: str = "succeeded",
+        status: str = "pending",
     ) -> None:
         """A run's end, appended at ``at``, saying it ended at ``released_at`` (``at``)."""
         self._append(
@@ -163,10 +161,28 @@ class Log(SchedulingLog):
             ev.AllocationReleased(
                 allocation_id=allocation_id,
                 cluster_id=self.cluster_id,
-                reason="succeeded",
+                reason=reason,
                 message="",
-                status="pending",
+                status=status,
                 released_at=released_at or at,
             ),
             at,
         )
+
+    def preempt(self, workload_id: uuid.UUID, allocation_id: uuid.UUID, at: datetime) -> None:
+        self._append(
+            ev.SCHEDULE_STREAM,
+            self.cluster_id,
+            ev.WorkloadPreempted(
+                workload_id=workload_id,
+                allocation_id=allocation_id,
+                by_workload_id=uuid.uuid4(),
+                reason="priority",
+            ),
+            at,
+        )
+
+
+@dataclass
+class Log(SchedulingLog):
+    """A tenant's jobs as metering sees them."""
