@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 from django_filters import FilterSet, UUIDFilter
@@ -125,8 +125,15 @@ class BudgetViewSet(
     filterset_class = BudgetFilter
     pagination_class = BudgetCursor
 
-    def get_serializer_context(self) -> dict[str, Any]:
-        return {**super().get_serializer_context(), "now": timezone.now()}
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # A page always: ``pagination_class`` is set.
+        page = cast(
+            "list[Budget]", self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        )
+        return self.get_paginated_response(_shown(page))
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response(_shown([self.get_object()])[0])
 
     @extend_schema(request=s.BudgetSetSerializer, responses={201: s.BudgetSerializer})
     @idempotent()
@@ -135,7 +142,13 @@ class BudgetViewSet(
         again replaces it."""
         data = self.validated(s.BudgetSetSerializer, request.data)
         budget = self.perform(services.budget_set, **data)
-        return Response(s.BudgetSerializer(budget, context=self.get_serializer_context()).data, 201)
+        return Response(_shown([budget])[0], 201)
 
     def perform_destroy(self, instance: Budget) -> None:
         self.perform(services.budget_clear, budget=instance)
+
+
+def _shown(budgets: list[Budget]) -> list[dict[str, Any]]:
+    """Budgets as the API shows them, this month's usage read for all of them at once."""
+    context = {"month_usage": selectors.budgets_month_usage(budgets, timezone.now())}
+    return list(s.BudgetSerializer(budgets, many=True, context=context).data)

@@ -10,6 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from events import store
@@ -19,7 +21,7 @@ from metering.models import Budget
 from neocloud.core.transactions import atomic_with_retry
 from scheduler.errors import PaymentRequired
 from scheduler.models import Workload
-from tenants.models import Role
+from tenants.models import Project, Role
 from tests.builders import Builder, run
 from tests.builders import commerce as commerce_builders
 from tests.builders.commerce import Customer, Shop
@@ -199,3 +201,43 @@ def test_hard_stop_refuses_new_orders_and_leaves_running_work_alone(
     assert [e.type for e in store.read_stream("workload", workload_id)][-1] == (
         "scheduler.WorkloadRunning"
     )
+
+
+def _use_in(project: Project, shop: Shop, gpus: int) -> None:
+    """``gpus`` GPUs for the minute before the last second, in ``project``."""
+    log = Log(project, shop.cluster.pk)
+    end = timezone.now() - timedelta(seconds=1)
+    workload = log.submit(end - timedelta(minutes=1))
+    log.release(workload, log.grant(workload, end - timedelta(minutes=1), [(gpus, WHOLE)]), end)
+
+
+@pytest.mark.django_db
+def test_a_page_of_budgets_reads_its_usage_at_once_and_each_budget_its_own(
+    build: Builder, customer: Customer, shop: Shop
+) -> None:
+    organization = customer.organization
+    projects = [customer.project, *(build.project(organization, f"P{i}") for i in range(3))]
+    for gpus, project in enumerate(projects, start=1):
+        _use_in(project, shop, gpus)
+    catch_up()
+    run(services.budget_set, organization=organization, gpu_hours=100)
+    run(services.budget_set, organization=organization, project=projects[0], gpu_hours=100)
+
+    def listed() -> tuple[dict[str | None, int], int]:
+        with CaptureQueriesContext(connection) as queries:
+            rows = customer.get("/api/v1/budgets").json()["results"]
+        return {r["project"]: r["month_used_milli_gpu_seconds"] for r in rows}, len(queries)
+
+    listed()  # once before counting: the key's first use of the day records it
+    few, few_queries = listed()
+    for project in projects[1:]:
+        run(services.budget_set, organization=organization, project=project, gpu_hours=100)
+    many, many_queries = listed()
+
+    minute = 60 * WHOLE
+    assert few == {None: 10 * minute, str(projects[0].pk): minute}
+    assert many == {
+        None: 10 * minute,
+        **{str(p.pk): gpus * minute for gpus, p in enumerate(projects, start=1)},
+    }
+    assert many_queries == few_queries
