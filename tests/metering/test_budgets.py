@@ -236,8 +236,6 @@ def test_a_page_of_budgets_reads_its_usage_at_once_and_each_budget_its_own(
 
     minute = 60 * WHOLE
     assert few == {None: 10 * minute, str(projects[0].pk): minute}
-    assert many == {
-        None: 10 * minute,
-        **{str(p.pk): gpus * minute for gpus, p in enumerate(projects, start=1)},
-    }
+    each: dict[str | None, int] = {str(p.pk): n * minute for n, p in enumerate(projects, start=1)}
+    assert many == {None: 10 * minute, **each}
     assert many_queries == few_queries
