@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from scheduler.engine import Topology
 
@@ -39,10 +40,7 @@ MAX_SECRETS = 64
 MAX_PORTS = 32
 MAX_IMAGE_BYTES = 512
 MAX_PATH_BYTES = 1024  # working_dir
-MAX_VARIABLE_NAME = 128
-# A POSIX shell variable name; ``NEOCLOUD_*`` is kept for what the agent will set itself.
-VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-RESERVED_VARIABLE_PREFIX = "NEOCLOUD_"
+# Variable names: POSIX, ``NEOCLOUD_*`` reserved (``tenants.secrets.variable_name_problem``).
 # An OCI image reference, as the distribution project's grammar has it
 # (github.com/distribution/reference, regexp.go):
 #   reference := name [ ":" tag ] [ "@" digest ]
@@ -112,3 +110,17 @@ class WorkloadSpec:
     secrets: tuple[str, ...] = ()  # project secrets exposed as variables of their names
     working_dir: str | None = None  # absolute
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
+
+
+PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")
+
+
+def program(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's program fields from what a request gave (absent: the spec's defaults)."""
+    found: dict[str, Any] = {}
+    for name in PROGRAM_FIELDS:
+        value = given.get(name)
+        if value is None:
+            continue
+        found[name] = tuple(value) if isinstance(value, list) else value
+    return found
