@@ -228,18 +228,6 @@ class SecretSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class SecretCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.none())
-    name = StrictCharField(max_length=MAX_VARIABLE_NAME, help_text="the variable's name")
-    value = StrictCharField(
-        max_length=MAX_SECRET_VALUE_BYTES,
-        allow_blank=True,
-        trim_whitespace=False,
-        write_only=True,
-        help_text="write-only: no response shows it",
-    )
-
-
 class SecretUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     value = StrictCharField(
         max_length=MAX_SECRET_VALUE_BYTES,
@@ -248,6 +236,11 @@ class SecretUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
         write_only=True,
         help_text="write-only: no response shows it",
     )
+
+
+class SecretCreateSerializer(SecretUpdateSerializer):
+    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.none())
+    name = StrictCharField(max_length=MAX_VARIABLE_NAME, help_text="the variable's name")
 
 
 class MeMembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
@@ -39,7 +40,7 @@ def acme(build: Builder) -> Tenant:
     return tenant(build, "Acme")
 
 
-def create(t: Tenant, name: str = "HF_TOKEN", value: str = VALUE, **headers: str) -> dict:  # type: ignore[type-arg]
+def create(t: Tenant, name: str = "HF_TOKEN", value: str = VALUE, **headers: Any) -> dict[str, Any]:
     response = client_with_key(t.admin_key).post(
         "/api/v1/secrets",
         {"project": str(t.project.pk), "name": name, "value": value},
