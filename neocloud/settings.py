@@ -52,6 +52,18 @@ if not SECRET_KEY:
     raise ImproperlyConfigured(
         "SECRET_KEY must be set (only the demo, NEOCLOUD_DEMO=1 as `make demo` sets, has one)"
     )
+# Project secrets are sealed with these Fernet keys (comma-separated): the first seals, every
+# one opens. Rotation: put a new key first, run `manage.py rotate_secrets`, then drop the old.
+# Like payments, only the embedded default (the demo's) has a built-in one; production needs
+# its own (the tests set theirs).
+SECRETS_KEYS = env_list("SECRETS_KEYS", "") or (
+    ["bmVvY2xvdWQtZGVtby1vbmx5LW5ldmVyLWRlcGxveSE="] if EMBEDDED else []
+)
+if not SECRETS_KEYS:
+    raise ImproperlyConfigured(
+        "SECRETS_KEYS must be set: comma-separated Fernet keys, the first encrypts"
+        " (only the embedded default, without DATABASE_URL, has a built-in one)"
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 

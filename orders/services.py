@@ -45,11 +45,13 @@ from scheduler import services as scheduler
 from scheduler.models import Reservation, Workload
 from scheduler.selectors import priority_of
 from scheduler.specs import (
+    PROGRAM_FIELDS,
     RESERVATION_HORIZON,
     RESERVATION_START_TOLERANCE,
     RestartPolicy,
     WorkloadKind,
     WorkloadSpec,
+    program,
 )
 from scheduler.specs import PricePlan as Plan
 from tenants import selectors as tenants
@@ -502,7 +504,9 @@ def workload_spec(shape: Shape, *, region: str | None, name: str) -> WorkloadSpe
 
 ORDER_PARAMS = frozenset({"quantity", "gpu_model", "runtime_estimate_s", "name", "price_plan"})
 # What an offering leaves to the workload: taken as given.
-WORKLOAD_PARAMS = frozenset({"cpu_milli", "memory_mib", "priority_class", "retry_limit"})
+WORKLOAD_PARAMS = frozenset(
+    {"cpu_milli", "memory_mib", "priority_class", "retry_limit", *PROGRAM_FIELDS}
+)
 
 
 def workload_spec_for_offering(
@@ -512,7 +516,8 @@ def workload_spec_for_offering(
     against the catalog as an order is. ``params``: ``quantity``, ``gpu_model``,
     ``runtime_estimate_s``, ``name``, ``price_plan`` (default: preemptible for a preemptible
     priority class, else on demand), and what the offering leaves open (``cpu_milli``,
-    ``memory_mib``, ``priority_class``, ``retry_limit``); the shape itself (GPUs, nodes,
+    ``memory_mib``, ``priority_class``, ``retry_limit``, and what it runs: ``command``,
+    ``image``, ``env``, ``secrets``, ``working_dir``, ``ports``); the shape itself (GPUs, nodes,
     models, topology) is the offering's. ``workload_submit`` checks the organization's
     standing and that the plan fits the workload."""
     unknown = sorted(set(params) - ORDER_PARAMS - WORKLOAD_PARAMS)
@@ -537,7 +542,12 @@ def workload_spec_for_offering(
         request=request,
     )
     spec = workload_spec(shape, region=region, name=request.name or offering_slug)
-    return replace(spec, **{name: params[name] for name in WORKLOAD_PARAMS & set(params)})
+    left_open = WORKLOAD_PARAMS - set(PROGRAM_FIELDS)
+    return replace(
+        spec,
+        **{name: params[name] for name in left_open & set(params)},
+        **program(params),
+    )
 
 
 def _plan_of_class(params: Mapping[str, Any]) -> Plan:

@@ -21,7 +21,7 @@ from neocloud.core.errors import ValidationFailed
 from scheduler import hooks, selectors, services
 from scheduler import serializers as s
 from scheduler.models import Reservation, Workload
-from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec
+from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec, program
 from tenants.access import Action
 from tenants.models import Project
 from tenants.permissions import IsOperator
@@ -120,6 +120,7 @@ def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         region=data.get("region"),
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
+        **program(data),
     )
 
 

@@ -88,6 +88,14 @@ class WorkloadSubmitted(DomainEvent):
     price_plan: str
     offering: str | None
     order_id: UUID | None
+    # What it runs; events recorded before workloads carried a program have none of these.
+    # ``secrets`` are names only: a value never enters the log.
+    command: list[str] = []
+    image: str | None = None
+    env: dict[str, str] = {}
+    secrets: list[str] = []
+    working_dir: str | None = None
+    ports: list[int] = []
 
 
 @event_type("scheduler.WorkloadCancelRequested")

@@ -90,6 +90,14 @@ class Workload(models.Model):
     price_plan = models.CharField(max_length=16)
     offering = models.CharField(max_length=64, blank=True)
     order_id = models.UUIDField(null=True, blank=True)
+    command = models.JSONField(default=list)  # argv
+    image = models.CharField(max_length=512, blank=True)
+    env = models.JSONField(default=dict)
+    secrets = models.JSONField(default=list)  # names of project secrets, never values
+    working_dir = models.CharField(max_length=1024, blank=True)
+    ports = models.JSONField(default=list)
+    # Where each port is reached, as the node agent will report it; none reports yet.
+    endpoints = models.JSONField(default=list)
 
     status = models.CharField(max_length=16, choices=WorkloadStatus.choices)
     status_reason = models.CharField(max_length=300, blank=True)

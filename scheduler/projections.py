@@ -74,6 +74,9 @@ class Scheduling(projections.Projection):
         data = dict(event.data)
         data["id"] = data.pop("workload_id")
         data["offering"] = data["offering"] or ""
+        # Older events have no program: the row's defaults stand in.
+        data["image"] = data.get("image") or ""
+        data["working_dir"] = data.get("working_dir") or ""
         Workload.objects.create(
             **data,
             status=WorkloadStatus.PENDING,

@@ -12,8 +12,10 @@ from neocloud.api.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictDateTimeField,
+    StrictDictField,
     StrictFloatField,
     StrictIntegerField,
+    StrictListField,
     StrictPrimaryKeyRelatedField,
     StrictSlugField,
     StrictUUIDField,
@@ -23,18 +25,27 @@ from scheduler.engine import Topology
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from scheduler.selectors import WorkloadState
 from scheduler.specs import (
+    MAX_ARG_BYTES,
+    MAX_ARGS,
     MAX_CPU_MILLI,
+    MAX_ENV,
+    MAX_ENV_VALUE_BYTES,
     MAX_GPUS_PER_NODE,
+    MAX_IMAGE_BYTES,
     MAX_MEMORY_MIB,
     MAX_NODES,
+    MAX_PATH_BYTES,
+    MAX_PORTS,
     MAX_RESERVED_GPUS,
     MAX_RETRY_LIMIT,
     MAX_RUNTIME_S,
+    MAX_SECRETS,
     PricePlan,
     RestartPolicy,
     WorkloadKind,
 )
 from tenants.models import Project
+from tenants.secrets import MAX_VARIABLE_NAME
 
 
 class PendingReasonSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -94,6 +105,13 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "price_plan",
             "offering",
             "order_id",
+            "command",
+            "image",
+            "env",
+            "secrets",
+            "working_dir",
+            "ports",
+            "endpoints",
             "runs",
             "failures",
             "preemptions",
@@ -123,7 +141,43 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return self._state(workload).queue_position
 
 
-class WorkloadCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ProgramFields(serializers.Serializer):  # type: ignore[type-arg]
+    """What a workload runs: in a workload's request, and an order's. ``workload_submit``
+    holds the finer bounds (bytes, names, the image's grammar, secrets of the project)."""
+
+    command = StrictListField(
+        child=StrictCharField(max_length=MAX_ARG_BYTES, allow_blank=True, trim_whitespace=False),
+        max_length=MAX_ARGS,
+        required=False,
+        help_text="argv; empty: the image's entrypoint. Nothing runs it yet.",
+    )
+    image = StrictCharField(
+        max_length=MAX_IMAGE_BYTES, required=False, allow_null=True, help_text="OCI reference"
+    )
+    env = StrictDictField(
+        child=StrictCharField(
+            max_length=MAX_ENV_VALUE_BYTES, allow_blank=True, trim_whitespace=False
+        ),
+        max_length=MAX_ENV,
+        required=False,
+        help_text="plain variables, name to value",
+    )
+    secrets = UniqueListField(
+        child=StrictCharField(max_length=MAX_VARIABLE_NAME),
+        max_length=MAX_SECRETS,
+        required=False,
+        help_text="names of project secrets given as variables of those names",
+    )
+    working_dir = StrictCharField(max_length=MAX_PATH_BYTES, required=False, allow_null=True)
+    ports = UniqueListField(
+        child=StrictIntegerField(min_value=1, max_value=65535),
+        max_length=MAX_PORTS,
+        required=False,
+        help_text="a service's ports; the addresses they are reached at are its endpoints",
+    )
+
+
+class WorkloadCreateSerializer(ProgramFields):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     name = StrictCharField(max_length=128)
     kind = StrictChoiceField(

@@ -6,9 +6,12 @@ Orders and the workloads API both build one; ``services.workload_submit`` valida
 from __future__ import annotations
 
 import enum
+import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from scheduler.engine import Topology
 
@@ -25,6 +28,36 @@ MAX_RESERVED_GPUS = 100_000
 # ends within the horizon: capacity is not promised for years ahead.
 RESERVATION_START_TOLERANCE = timedelta(minutes=5)
 RESERVATION_HORIZON = timedelta(days=366)
+
+# What a workload runs. Bounds keep a spec (and its event) small: the kernel's own limit on
+# argv + environment is 2 MiB, far beyond what an honest request needs.
+MAX_ARGS = 256
+MAX_ARGV_BYTES = 32 * 1024  # all of argv, UTF-8
+MAX_ARG_BYTES = 4096  # one argument
+MAX_ENV = 128
+MAX_ENV_VALUE_BYTES = 4096
+MAX_SECRETS = 64
+MAX_PORTS = 32
+MAX_IMAGE_BYTES = 512
+MAX_PATH_BYTES = 1024  # working_dir
+# Variable names: POSIX, ``NEOCLOUD_*`` reserved (``tenants.secrets.variable_name_problem``).
+# An OCI image reference, as the distribution project's grammar has it
+# (github.com/distribution/reference, regexp.go):
+#   reference := name [ ":" tag ] [ "@" digest ]
+#   name      := [ domain "/" ] path-component [ "/" path-component ]*
+#   domain    := host [ ":" port ];  host := domain-name | "[" ipv6 "]"
+#   path-component := [a-z0-9]+ ( ( "." | "_" | "__" | "-"+ ) [a-z0-9]+ )*
+#   tag       := [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+#   digest    := algorithm ":" hex{32,}
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_DOMAIN = rf"{_HOST}(?::[0-9]+)?"
+_NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(rf"{_NAME}(?::{_TAG})?(?:@{_DIGEST})?")
+MAX_IMAGE_NAME = 255  # the grammar's bound on the name part
 
 
 class WorkloadKind(enum.StrEnum):
@@ -69,3 +102,25 @@ class WorkloadSpec:
     reservation: uuid.UUID | None = None
     price_plan: PricePlan | None = None  # None: follows from the workload (the usual)
     offering: str | None = None  # catalog offering slug it was ordered from
+    # What it runs (``services.program.check_program`` holds the bounds). Nothing executes
+    # it yet: the node agent that will is later work.
+    command: tuple[str, ...] = ()  # argv; () = the image's own entrypoint
+    image: str | None = None  # an OCI reference; None = the node's environment
+    env: Mapping[str, str] = field(default_factory=dict)  # plain variables
+    secrets: tuple[str, ...] = ()  # project secrets exposed as variables of their names
+    working_dir: str | None = None  # absolute
+    ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
+
+
+PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")
+
+
+def program(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's program fields from what a request gave (absent: the spec's defaults)."""
+    found: dict[str, Any] = {}
+    for name in PROGRAM_FIELDS:
+        value = given.get(name)
+        if value is None:
+            continue
+        found[name] = tuple(value) if isinstance(value, list) else value
+    return found

@@ -79,6 +79,8 @@ class Action(enum.Enum):
     FLEET_WRITE = "fleet.write"  # GPU models, regions, clusters, racks, nodes
     SCHEDULING_WRITE = "scheduling.write"  # priority classes, queues
     USER_MANAGE = "user.manage"  # names, operator rights, deactivation
+    SECRET_READ = "secret.read"  # noqa: S105 - names and times of project secrets, no values
+    SECRET_WRITE = "secret.write"  # noqa: S105 - create, set the value of, delete
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ PERMISSIONS: dict[Action, Permission] = {
     Action.FLEET_WRITE: Permission(OPERATORS, Scope.ADMIN),
     Action.SCHEDULING_WRITE: Permission(OPERATORS, Scope.ADMIN),
     Action.USER_MANAGE: Permission(OPERATORS, Scope.ADMIN),
+    Action.SECRET_READ: Permission(MANAGERS, Scope.READ),
+    Action.SECRET_WRITE: Permission(MANAGERS, Scope.WRITE),
 }
 
 _SCOPE_IMPLIES = {

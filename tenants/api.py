@@ -21,7 +21,15 @@ from tenants import selectors, services
 from tenants import serializers as s
 from tenants.access import Action
 from tenants.actor import actor_for
-from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota
+from tenants.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    Organization,
+    Project,
+    Quota,
+    Secret,
+)
 from tenants.viewsets import TenantViewSet
 
 
@@ -227,6 +235,35 @@ class QuotaViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewS
 
     def destroy(self, request: Request, pk: str) -> Response:
         self.perform(services.quota_clear, quota=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """A project's secrets, for its workloads' variables (``secrets`` of a workload). Values
+    are write-only: no response, stored idempotent reply, event or log line holds one."""
+
+    queryset = Secret.objects.all()
+    serializer_class = s.SecretSerializer
+    read_action = Action.SECRET_READ
+    filterset_class = filterset_factory(Secret, fields=["organization", "project", "name"])
+    ordering_fields = ["name", "created_at", "updated_at"]
+
+    @extend_schema(request=s.SecretCreateSerializer, responses={201: s.SecretSerializer})
+    @idempotent()
+    def create(self, request: Request) -> Response:
+        data = self.validated(s.SecretCreateSerializer, request.data)
+        secret = self.perform(services.secret_create, **data)
+        return Response(s.SecretSerializer(secret).data, status=201)
+
+    @extend_schema(request=s.SecretUpdateSerializer, responses=s.SecretSerializer)
+    def partial_update(self, request: Request, pk: str) -> Response:
+        """Set a new value (the name stays: workloads refer to it)."""
+        data = self.validated(s.SecretUpdateSerializer, request.data)
+        secret = self.perform(services.secret_update, secret=self.get_object(), **data)
+        return Response(s.SecretSerializer(secret).data)
+
+    def destroy(self, request: Request, pk: str) -> Response:
+        self.perform(services.secret_delete, secret=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

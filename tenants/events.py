@@ -147,3 +147,20 @@ class QuotaSet(DomainEvent):
 @event_type("tenants.QuotaCleared")
 class QuotaCleared(DomainEvent):
     quota_id: UUID
+
+
+@event_type("tenants.SecretSet")
+class SecretSet(DomainEvent):
+    """A project secret was created or given a new value. Its name only: the log never holds
+    a value, nor anything derived from one (no hash, no version of it)."""
+
+    secret_id: UUID
+    project_id: UUID
+    name: str
+
+
+@event_type("tenants.SecretDeleted")
+class SecretDeleted(DomainEvent):
+    secret_id: UUID
+    project_id: UUID
+    name: str

@@ -2,7 +2,9 @@
 
 Everything but ``User`` is a projection of the organization streams (``projections.py``) and
 is rebuilt by ``manage.py replay``. ``User`` holds credentials, which never enter the log: its
-rows are written by ``services.user_register`` beside a ``UserRegistered`` event.
+rows are written by ``services.user_register`` beside a ``UserRegistered`` event. ``Secret``
+likewise: its sealed values never enter the log, so its rows are written by
+``services.secret_create`` and the like beside ``SecretSet``/``SecretDeleted`` events.
 """
 
 from __future__ import annotations
@@ -257,3 +259,28 @@ class Quota(models.Model):
     def __str__(self) -> str:
         scope = self.project or self.organization
         return f"{scope}: {self.max_gpus} x {self.gpu_model}"
+
+
+class Secret(models.Model):
+    """A value of a project's, handed to its workloads as a variable of ``name``. ``sealed``
+    is the value encrypted with ``SECRETS_KEYS`` (``tenants.secrets.seal``); the plain value
+    is in no table, no event, no response and no log."""
+
+    id = models.UUIDField(primary_key=True)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE)
+    name = models.CharField(max_length=128)
+    sealed = models.TextField()
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    tenancy = TenantPath(organization="organization", project="project")
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="one_secret_per_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -14,7 +14,18 @@ from django.db.models import Q, QuerySet
 from events import selectors as log
 from events.models import Event
 from tenants.access import Action, Actor
-from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota, Role, User
+from tenants.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    Organization,
+    Project,
+    Quota,
+    Role,
+    Secret,
+    User,
+)
+from tenants.secrets import unseal
 
 # --- users ---------------------------------------------------------------------------------
 
@@ -138,3 +149,21 @@ def audit_feed(*, actor: Actor, organization: Organization) -> QuerySet[Event]:
     (the log itself knows no tenant rule: this decides who sees it)."""
     actor.require(Action.AUDIT_READ, organization)
     return log.organization_events(organization_id=organization.pk)
+
+
+# --- secrets -------------------------------------------------------------------------------
+
+
+def secret_names_missing(*, project: Project, names: Collection[str]) -> list[str]:
+    """Which of ``names`` the project has no secret of, sorted."""
+    found = set(
+        Secret.objects.filter(project=project, name__in=names).values_list("name", flat=True)
+    )
+    return sorted(set(names) - found)
+
+
+def secret_values(project: Project, names: Collection[str]) -> dict[str, str]:
+    """The plain values of the project's secrets ``names`` (those that exist), for what
+    hands them to a workload. Never for an API response or a log line."""
+    rows = Secret.objects.filter(project=project, name__in=names).values_list("name", "sealed")
+    return {name: unseal(sealed) for name, sealed in rows}

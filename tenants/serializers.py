@@ -28,8 +28,10 @@ from tenants.models import (
     Quota,
     Role,
     Scope,
+    Secret,
     User,
 )
+from tenants.secrets import MAX_SECRET_VALUE_BYTES, MAX_VARIABLE_NAME
 
 
 class OrganizationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -215,6 +217,30 @@ class QuotaSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
     monthly_gpu_hours = StrictIntegerField(
         min_value=0, max_value=100_000_000, required=False, allow_null=True, default=None
     )
+
+
+class SecretSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A secret as shown: never its value."""
+
+    class Meta:
+        model = Secret
+        fields = ["id", "organization", "project", "name", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class SecretUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    value = StrictCharField(
+        max_length=MAX_SECRET_VALUE_BYTES,
+        allow_blank=True,
+        trim_whitespace=False,
+        write_only=True,
+        help_text="write-only: no response shows it",
+    )
+
+
+class SecretCreateSerializer(SecretUpdateSerializer):
+    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.none())
+    name = StrictCharField(max_length=MAX_VARIABLE_NAME, help_text="the variable's name")
 
 
 class MeMembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]

@@ -10,5 +10,6 @@ router.register("members", api.MembershipViewSet)
 router.register("invitations", api.InvitationViewSet)
 router.register("api-keys", api.ApiKeyViewSet)
 router.register("quotas", api.QuotaViewSet)
+router.register("secrets", api.SecretViewSet)
 
 urlpatterns = [path("me", api.MeView.as_view(), name="me"), *router.urls]

@@ -8,6 +8,7 @@ itself. Set in the environment, so the processes tests start (workers, servers) 
 import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
+os.environ.setdefault("SECRETS_KEYS", "bmVvY2xvdWQtdGVzdHMtb25seS1zZWNyZXRzLWtleSE=")
 if os.environ.get("DATABASE_URL"):
     os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
     os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")

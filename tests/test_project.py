@@ -65,6 +65,7 @@ def test_urls_switch_to_postgresql_and_redis() -> None:
             "SECRET_KEY": "s",
             "STRIPE_API_KEY": "sk_test_x",
             "STRIPE_WEBHOOK_SECRET": "whsec_x",
+            "SECRETS_KEYS": "c2VjcmV0cy1rZXktb2YtdGhlLXByb2R1Y3Rpb24tZQ==",
         }
     )
 

@@ -16,6 +16,7 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://neocloud@db.example:5432/neocloud",
     "REDIS_URL": "redis://redis.example:6379/0",
     "SECRET_KEY": "k7#Qv9!pZx2@Lm4$Rt6^Wy8&Bn1*Cd3(Ef5)Gh7-Ij9_Kl0+Mn2=Op4",
+    "SECRETS_KEYS": "c2VjcmV0cy1rZXktb2YtdGhlLXByb2R1Y3Rpb24tZQ==",
     "ALLOWED_HOSTS": "api.example.com",
     "STRIPE_API_KEY": "sk_live_example",
     "STRIPE_WEBHOOK_SECRET": "whsec_example",
@@ -64,6 +65,15 @@ def test_a_production_database_without_stripe_refuses_to_start() -> None:
 
     assert result.returncode != 0
     assert "STRIPE_API_KEY, STRIPE_WEBHOOK_SECRET must be set" in result.stderr
+
+
+def test_a_production_database_without_secrets_keys_refuses_to_start() -> None:
+    env = {k: v for k, v in PRODUCTION.items() if k != "SECRETS_KEYS"}
+
+    result = manage("check", env=env)
+
+    assert result.returncode != 0
+    assert "SECRETS_KEYS must be set" in result.stderr
 
 
 def test_an_empty_webhook_secret_refuses_to_start() -> None:

@@ -109,3 +109,26 @@ class UniqueListField(serializers.ListField):
                 raise serializers.ValidationError(f"{item} is given twice.", code="duplicate")
             seen.add(item)
         return items
+
+
+class StrictListField(serializers.ListField):
+    """A list whose items may repeat (an argv); only a list, bounded by ``max_length``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        assert kwargs.get("max_length") is not None  # noqa: S101 (a bound is the point)
+        super().__init__(**kwargs)
+
+
+class StrictDictField(serializers.DictField):
+    """An object of at most ``max_length`` keys (DRF's has no bound of its own)."""
+
+    def __init__(self, *, max_length: int, **kwargs: Any) -> None:
+        self.max_length = max_length
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict) and len(data) > self.max_length:
+            raise serializers.ValidationError(
+                f"At most {self.max_length} entries.", code="max_length"
+            )
+        return super().to_internal_value(data)

@@ -24,6 +24,7 @@ from scheduler import triggers
 from scheduler.errors import QuotaExceeded, Unschedulable
 from scheduler.models import Reservation, ReservationStatus, Workload
 from scheduler.selectors import priority_of, quota_limit
+from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
 from scheduler.services.standing import check_approval, check_standing
 from scheduler.specs import PricePlan, WorkloadSpec
@@ -48,6 +49,7 @@ def workload_submit(
     if visible is not None and project.pk not in visible:
         raise PermissionDenied("not allowed to submit to this project")
     check_shape(spec)
+    check_program(spec, project)
     priority, class_preemptible = priority_of(spec.priority_class)
     preemptible = spec.preemptible or class_preemptible
     plan = _price_plan(spec, preemptible)
@@ -90,6 +92,12 @@ def workload_submit(
                     price_plan=plan.value,
                     offering=spec.offering,
                     order_id=order_id,
+                    command=list(spec.command),
+                    image=spec.image,
+                    env=dict(spec.env),
+                    secrets=list(spec.secrets),
+                    working_dir=spec.working_dir,
+                    ports=list(spec.ports),
                 )
             ],
             expected_version=NO_STREAM,

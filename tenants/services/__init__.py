@@ -23,6 +23,7 @@ from tenants.services.organizations import (
 )
 from tenants.services.projects import project_create, project_update
 from tenants.services.quotas import quota_clear, quota_set
+from tenants.services.secrets import secret_create, secret_delete, secret_update, secrets_reseal
 from tenants.services.users import user_get_or_register, user_register, user_update
 
 __all__ = [
@@ -46,6 +47,10 @@ __all__ = [
     "project_update",
     "quota_clear",
     "quota_set",
+    "secret_create",
+    "secret_delete",
+    "secret_update",
+    "secrets_reseal",
     "user_get_or_register",
     "user_register",
     "user_update",

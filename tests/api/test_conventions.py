@@ -10,7 +10,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 from rest_framework import serializers
 
-from neocloud.api.fields import StrictType, UniqueListField
+from neocloud.api.fields import StrictDictField, StrictListField, StrictType, UniqueListField
 
 pytestmark = pytest.mark.django_db
 
@@ -144,8 +144,11 @@ def test_every_request_field_is_strict_and_bounded(name: str, field: Any) -> Non
         assert field.max_length is not None  # type: ignore[attr-defined]
         return
     if isinstance(field, serializers.ListField):
-        assert isinstance(field, UniqueListField)
+        assert isinstance(field, UniqueListField | StrictListField)
         assert field.max_length is not None or isinstance(field.child, serializers.ChoiceField)
+        field = field.child
+    if isinstance(field, serializers.DictField):
+        assert isinstance(field, StrictDictField)
         field = field.child
     assert isinstance(field, StrictType)
     if isinstance(field, serializers.IntegerField | serializers.FloatField):
