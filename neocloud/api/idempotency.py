@@ -13,6 +13,7 @@ them blanked, so a replay returns ``null`` in their place.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import time
 from collections.abc import Callable, Collection
@@ -20,6 +21,7 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any, TypeVar, cast
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.request import Request
@@ -90,8 +92,11 @@ def idempotent(*, redact: Collection[str] = ()) -> Callable[[View], View]:
 
 
 def _fingerprint(request: Request) -> str:
+    """Keyed by the server's secret: a body may hold a credential (a project secret's value),
+    and a plain hash of it, kept for the replay window, could be guessed at offline."""
     body = json.dumps(request.data, sort_keys=True, default=str)
-    return hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
+    message = f"{request.method} {request.path}\n{body}".encode()
+    return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
 
 
 def _claim(owner: str, key: str, fingerprint: str) -> tuple[IdempotencyRecord, bool]:

@@ -3,6 +3,8 @@ sealed in its table and in no event, stored idempotent reply or log line."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +83,12 @@ def test_a_value_is_in_no_event_reply_or_log(
     assert stored
     assert not any(VALUE in row for row in stored)
     assert VALUE not in caplog.text
+    # Nor a plain hash of it: the request's fingerprint is keyed, so it cannot be guessed at.
+    sent = {"name": "HF_TOKEN", "project": str(acme.project.pk), "value": VALUE}
+    plain = hashlib.sha256(
+        f"POST /api/v1/secrets\n{json.dumps(sent, sort_keys=True)}".encode()
+    ).hexdigest()
+    assert plain not in {record.fingerprint for record in IdempotencyRecord.objects.all()}
 
 
 @pytest.mark.django_db
