@@ -14,7 +14,7 @@ from neocloud.api.fields import (
 )
 from orders.models import Order, OrderStep
 from scheduler.serializers import ProgramFields
-from scheduler.specs import MAX_RUNTIME_S, PricePlan
+from scheduler.specs import MAX_RUNTIME_S, PROGRAM_FIELDS, PricePlan
 from tenants.models import Project
 
 
@@ -59,12 +59,7 @@ class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "starts_at",
             "ends_at",
             "name",
-            "command",
-            "image",
-            "env",
-            "secrets",
-            "working_dir",
-            "ports",
+            *PROGRAM_FIELDS,
             "price_per_gpu_hour_minor",
             "currency",
             "estimated_cost_minor",

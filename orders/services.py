@@ -23,6 +23,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from catalog import services as catalog
 from catalog.models import Offering, OfferingKind, PricePlan
 from events import store
 from events.store import NO_STREAM
@@ -407,12 +408,7 @@ def order_submit(
                 currency=price.currency,
                 estimated_cost_minor=_estimated_cost(price.price_per_gpu_hour_minor, shape),
                 name=request.name,
-                command=list(spec.command),
-                image=spec.image,
-                env=dict(spec.env),
-                secrets=list(spec.secrets),
-                working_dir=spec.working_dir,
-                ports=list(spec.ports),
+                **{name: getattr(spec, name) for name in PROGRAM_FIELDS},
             ),
             ev.OrderValidated(
                 needs_approval=needs_approval,
@@ -507,8 +503,13 @@ def _name(offering: str, order_id: uuid.UUID) -> str:
 
 
 def program_of(offering: Offering, request: OrderRequest) -> dict[str, Any]:
-    """What the workload runs: the request's program fields where it gives them."""
-    return program({name: getattr(request, name) for name in PROGRAM_FIELDS})
+    """What the workload runs: each program field as the request gives it, else as the
+    offering's defaults do (blank there: none)."""
+    defaults = {name: getattr(offering, name) or None for name in catalog.PROGRAM_DEFAULTS}
+    return {
+        **program(defaults),
+        **program({name: getattr(request, name) for name in PROGRAM_FIELDS}),
+    }
 
 
 def _program_ordered(order: Order) -> dict[str, Any]:
@@ -560,11 +561,12 @@ def workload_spec_for_offering(
     """A workload spec for submitting straight against an offering (the workloads API), checked
     against the catalog as an order is. ``params``: ``quantity``, ``gpu_model``,
     ``runtime_estimate_s``, ``name``, ``price_plan`` (default: preemptible for a preemptible
-    priority class, else on demand), and what the offering leaves open (``cpu_milli``,
-    ``memory_mib``, ``priority_class``, ``retry_limit``, and what it runs: ``command``,
-    ``image``, ``env``, ``secrets``, ``working_dir``, ``ports``); the shape itself (GPUs, nodes,
-    models, topology) is the offering's. ``workload_submit`` checks the organization's
-    standing and that the plan fits the workload."""
+    priority class, else on demand), what it runs (``command``, ``image``, ``env``,
+    ``secrets``, ``working_dir``, ``ports``; each not given: the offering's default), and what
+    the offering leaves open (``cpu_milli``, ``memory_mib``, ``priority_class``,
+    ``retry_limit``); the shape itself (GPUs, nodes, models, topology) is the offering's.
+    ``workload_submit`` checks the organization's standing and that the plan fits the
+    workload."""
     unknown = sorted(set(params) - ORDER_PARAMS - WORKLOAD_PARAMS)
     if unknown:
         raise ValidationFailed(
