@@ -27,6 +27,13 @@ class OfferingDefined(DomainEvent):
     max_runtime_s: int | None
     max_gpus: int | None
     max_duration_s: int | None
+    # What a workload against it runs where its request says nothing ("" and empty: nothing);
+    # definitions recorded before offerings carried these have none.
+    image: str = ""
+    command: list[str] = []
+    env: dict[str, str] = {}
+    working_dir: str = ""
+    ports: list[int] = []
 
 
 @event_type("catalog.OfferingRetired")

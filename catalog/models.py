@@ -40,6 +40,13 @@ class Offering(models.Model):
     max_duration_s = models.PositiveIntegerField(
         null=True, blank=True, help_text="Reserved capacity: longest window."
     )
+    # Defaults of what a workload against it runs (as ``scheduler.models.Workload``); blank:
+    # none. Never secrets: those are the project's.
+    image = models.CharField(max_length=512, blank=True)
+    command = models.JSONField(default=list, blank=True)  # argv
+    env = models.JSONField(default=dict, blank=True)
+    working_dir = models.CharField(max_length=1024, blank=True)
+    ports = models.JSONField(default=list, blank=True)
     active = models.BooleanField(default=True)
     version = models.PositiveIntegerField()
     created_at = models.DateTimeField()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from catalog import events as ev
 from catalog.errors import OfferingInvalid
@@ -16,14 +16,18 @@ from events import store
 from events.store import Metadata
 from events.types import DomainEvent
 from inventory.models import GpuModel, Region
+from neocloud.core.errors import ValidationFailed
 from neocloud.core.transactions import row_lock
 from scheduler.engine import Topology
+from scheduler.services.program import check_program_bounds
 from scheduler.specs import (
     MAX_GPUS_PER_NODE,
     MAX_NODES,
     MAX_RESERVED_GPUS,
     MAX_RUNTIME_S,
     RESERVATION_HORIZON,
+    WorkloadKind,
+    WorkloadSpec,
 )
 from scheduler.specs import PricePlan as Plan
 from tenants.access import Action, Actor
@@ -66,6 +70,9 @@ def price_plan_id(offering: str, region: str, plan: str) -> uuid.UUID:
     return uuid.uuid5(PRICE_PLAN_NAMESPACE, f"{offering}/{region}/{plan}")
 
 
+# What a workload against an offering runs unless its request says: the offering's defaults
+# (``scheduler.specs.PROGRAM_FIELDS`` but secrets, which are the project's).
+PROGRAM_DEFAULTS = ("image", "command", "env", "working_dir", "ports")
 # What defines an offering: the keyword arguments of ``offering_define`` beside ``actor``, for
 # the forms and files that feed it.
 DEFINITION_FIELDS = (
@@ -82,6 +89,7 @@ DEFINITION_FIELDS = (
     "max_runtime_s",
     "max_gpus",
     "max_duration_s",
+    *PROGRAM_DEFAULTS,
 )
 
 
@@ -101,6 +109,11 @@ def offering_define(
     max_runtime_s: int | None = None,
     max_gpus: int | None = None,
     max_duration_s: int | None = None,
+    image: str | None = None,
+    command: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    working_dir: str | None = None,
+    ports: Sequence[int] | None = None,
 ) -> Offering:
     """Create or change an offering. What each kind uses:
 
@@ -112,6 +125,9 @@ def offering_define(
       scheduler places a share on one node);
     - ``reserved``: up to ``max_gpus`` GPUs of one of ``gpu_models`` for at most
       ``max_duration_s``.
+
+    ``image``, ``command``, ``env``, ``working_dir`` and ``ports`` are what its workloads run
+    where their request gives none (reserved capacity runs nothing: none of them).
     """
     actor.require(Action.CATALOG_WRITE)
     wanted = ev.OfferingDefined(
@@ -128,6 +144,11 @@ def offering_define(
         max_runtime_s=max_runtime_s,
         max_gpus=max_gpus,
         max_duration_s=max_duration_s,
+        image=image or "",
+        command=list(command or ()),
+        env=dict(env or {}),
+        working_dir=working_dir or "",
+        ports=list(ports or ()),
     )
     _check_definition(wanted)
     current = _locked(slug)
@@ -180,8 +201,31 @@ def _check_definition(wanted: ev.OfferingDefined) -> None:
         problems["max_nodes"] = ["an instance is on one node"]
     if wanted.kind == OfferingKind.RESERVED and not (wanted.max_gpus and wanted.max_duration_s):
         problems["max_gpus"] = ["reserved capacity needs max_gpus and max_duration_s"]
+    problems |= _program_problems(wanted)
     if problems:
         raise OfferingInvalid(f"offering {wanted.slug!r} is not valid", fields=problems)
+
+
+def _program_problems(wanted: ev.OfferingDefined) -> dict[str, list[str]]:
+    """The defaults held to a workload's bounds, as the workload of its kind would be."""
+    given = [name for name in PROGRAM_DEFAULTS if getattr(wanted, name)]
+    if wanted.kind == OfferingKind.RESERVED:
+        return {name: ["reserved capacity runs nothing of its own"] for name in given}
+    spec = WorkloadSpec(
+        name=wanted.slug,
+        gpu_models=(),
+        kind=WorkloadKind.JOB if wanted.kind == OfferingKind.TRAINING else WorkloadKind.SERVICE,
+        image=wanted.image or None,
+        command=tuple(wanted.command),
+        env=wanted.env,
+        working_dir=wanted.working_dir or None,
+        ports=tuple(wanted.ports),
+    )
+    try:
+        check_program_bounds(spec)
+    except ValidationFailed as refused:
+        return {name: [refused.message] for name in refused.fields}
+    return {}
 
 
 def offering_retire(*, actor: Actor, offering: Offering, reason: str = "") -> Offering:

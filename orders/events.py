@@ -37,6 +37,14 @@ class OrderSubmitted(DomainEvent):
     currency: str
     estimated_cost_minor: int | None
     name: str  # of the workload; "" for one made from the offering
+    # What its workload runs, resolved against the offering; orders recorded before orders
+    # carried a program have none of these. ``secrets`` are names only.
+    command: list[str] = []
+    image: str | None = None
+    env: dict[str, str] = {}
+    secrets: list[str] = []
+    working_dir: str | None = None
+    ports: list[int] = []
 
 
 @event_type("orders.OrderValidated")

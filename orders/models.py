@@ -43,6 +43,13 @@ class Order(models.Model):
     currency = models.CharField(max_length=3)
     estimated_cost_minor = models.PositiveBigIntegerField(null=True, blank=True)
     name = models.CharField(max_length=128, blank=True)
+    # What its workload runs (as ``scheduler.models.Workload``); blank: none.
+    command = models.JSONField(default=list)  # argv
+    image = models.CharField(max_length=512, blank=True)
+    env = models.JSONField(default=dict)
+    secrets = models.JSONField(default=list)  # names of project secrets, never values
+    working_dir = models.CharField(max_length=1024, blank=True)
+    ports = models.JSONField(default=list)
     status = models.CharField(max_length=16, choices=OrderStatus.choices)
     status_reason = models.CharField(max_length=500, blank=True)
     needs_approval = models.BooleanField(default=False)

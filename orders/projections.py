@@ -41,6 +41,9 @@ class Orders(projections.Projection):
     @handles(ev.OrderSubmitted)
     def order_submitted(self, event: RecordedEvent) -> None:
         data = dict(event.data)
+        # Older events have no program: the row's defaults stand in.
+        data["image"] = data.get("image") or ""
+        data["working_dir"] = data.get("working_dir") or ""
         Order.objects.create(
             id=data.pop("order_id"),
             organization_id=event.metadata["organization_id"],

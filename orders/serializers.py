@@ -13,7 +13,8 @@ from neocloud.api.fields import (
     StrictSlugField,
 )
 from orders.models import Order, OrderStep
-from scheduler.specs import MAX_RUNTIME_S, PricePlan
+from scheduler.serializers import ProgramFields
+from scheduler.specs import MAX_RUNTIME_S, PROGRAM_FIELDS, PricePlan
 from tenants.models import Project
 
 
@@ -58,6 +59,7 @@ class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "starts_at",
             "ends_at",
             "name",
+            *PROGRAM_FIELDS,
             "price_per_gpu_hour_minor",
             "currency",
             "estimated_cost_minor",
@@ -74,7 +76,7 @@ class OrderSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class OrderCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OrderCreateSerializer(ProgramFields):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.none())
     offering = StrictSlugField(max_length=64)
     region = StrictSlugField(max_length=64)

@@ -23,6 +23,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from catalog import services as catalog
 from catalog.models import Offering, OfferingKind, PricePlan
 from events import store
 from events.store import NO_STREAM
@@ -44,6 +45,7 @@ from orders.models import ApprovalPolicy, Order, OrderStatus
 from scheduler import services as scheduler
 from scheduler.models import Reservation, Workload
 from scheduler.selectors import priority_of
+from scheduler.services.program import check_program
 from scheduler.specs import (
     PROGRAM_FIELDS,
     RESERVATION_HORIZON,
@@ -76,6 +78,14 @@ class OrderRequest:
     starts_at: datetime | None = None  # reserved capacity only
     ends_at: datetime | None = None
     name: str = ""  # of the workload; default from the offering
+    # What the workload runs (``scheduler.specs.PROGRAM_FIELDS``); None: the offering's
+    # default, else none. ``workload_submit``'s bounds hold them.
+    command: Sequence[str] | None = None
+    image: str | None = None
+    env: Mapping[str, str] | None = None
+    secrets: Sequence[str] | None = None
+    working_dir: str | None = None
+    ports: Sequence[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -365,6 +375,14 @@ def order_submit(
     threshold = selectors.approval_threshold()
     needs_approval = shape.gpus > threshold
     order_id = uuid.uuid4()
+    # Held to the workload's bounds now: an order that waits for approval writes nothing bad.
+    spec = workload_spec(
+        shape,
+        region=region,
+        name=request.name or _name(shape.offering.slug, order_id),
+        runs=program_of(shape.offering, request),
+    )
+    check_program(spec, project)
     store.append(
         ev.ORDER_STREAM,
         str(order_id),
@@ -390,6 +408,7 @@ def order_submit(
                 currency=price.currency,
                 estimated_cost_minor=_estimated_cost(price.price_per_gpu_hour_minor, shape),
                 name=request.name,
+                **{name: getattr(spec, name) for name in PROGRAM_FIELDS},
             ),
             ev.OrderValidated(
                 needs_approval=needs_approval,
@@ -463,7 +482,12 @@ def _approve_and_fulfil(
         workload = scheduler.workload_submit(
             actor=submitter,
             project=order.project,
-            spec=workload_spec(shape, region=order.region, name=order.name or _name(order)),
+            spec=workload_spec(
+                shape,
+                region=order.region,
+                name=order.name or _name(order.offering, order.pk),
+                runs=_program_ordered(order),
+            ),
             order_id=order.pk,
         )
         workload_id = workload.id
@@ -474,13 +498,34 @@ def _approve_and_fulfil(
     )
 
 
-def _name(order: Order) -> str:
-    return f"{order.offering}-{order.pk.hex[:8]}"
+def _name(offering: str, order_id: uuid.UUID) -> str:
+    return f"{offering}-{order_id.hex[:8]}"
 
 
-def workload_spec(shape: Shape, *, region: str | None, name: str) -> WorkloadSpec:
+def program_of(offering: Offering, request: OrderRequest) -> dict[str, Any]:
+    """What the workload runs: each program field as the request gives it, else as the
+    offering's defaults do (blank there: none)."""
+    defaults = {name: getattr(offering, name) or None for name in catalog.PROGRAM_DEFAULTS}
+    return {
+        **program(defaults),
+        **program({name: getattr(request, name) for name in PROGRAM_FIELDS}),
+    }
+
+
+def _program_ordered(order: Order) -> dict[str, Any]:
+    """The program the order recorded, as it was resolved when it was submitted."""
+    recorded = {name: getattr(order, name) for name in PROGRAM_FIELDS}
+    return program(
+        {**recorded, "image": order.image or None, "working_dir": order.working_dir or None}
+    )
+
+
+def workload_spec(
+    shape: Shape, *, region: str | None, name: str, runs: Mapping[str, Any]
+) -> WorkloadSpec:
     """The scheduler's request for a checked shape: training is a job that runs to its end;
-    instances and inference are services that run until cancelled, restarted on failure."""
+    instances and inference are services that run until cancelled, restarted on failure.
+    ``runs``: the spec's program fields (``program_of``)."""
     offering = shape.offering
     job = offering.kind == OfferingKind.TRAINING
     return WorkloadSpec(
@@ -499,14 +544,15 @@ def workload_spec(shape: Shape, *, region: str | None, name: str) -> WorkloadSpe
         region=region,
         price_plan=Plan(shape.plan),
         offering=offering.slug,
+        **runs,
     )
 
 
-ORDER_PARAMS = frozenset({"quantity", "gpu_model", "runtime_estimate_s", "name", "price_plan"})
-# What an offering leaves to the workload: taken as given.
-WORKLOAD_PARAMS = frozenset(
-    {"cpu_milli", "memory_mib", "priority_class", "retry_limit", *PROGRAM_FIELDS}
+ORDER_PARAMS = frozenset(
+    {"quantity", "gpu_model", "runtime_estimate_s", "name", "price_plan", *PROGRAM_FIELDS}
 )
+# What an offering leaves to the workload: taken as given.
+WORKLOAD_PARAMS = frozenset({"cpu_milli", "memory_mib", "priority_class", "retry_limit"})
 
 
 def workload_spec_for_offering(
@@ -515,11 +561,12 @@ def workload_spec_for_offering(
     """A workload spec for submitting straight against an offering (the workloads API), checked
     against the catalog as an order is. ``params``: ``quantity``, ``gpu_model``,
     ``runtime_estimate_s``, ``name``, ``price_plan`` (default: preemptible for a preemptible
-    priority class, else on demand), and what the offering leaves open (``cpu_milli``,
-    ``memory_mib``, ``priority_class``, ``retry_limit``, and what it runs: ``command``,
-    ``image``, ``env``, ``secrets``, ``working_dir``, ``ports``); the shape itself (GPUs, nodes,
-    models, topology) is the offering's. ``workload_submit`` checks the organization's
-    standing and that the plan fits the workload."""
+    priority class, else on demand), what it runs (``command``, ``image``, ``env``,
+    ``secrets``, ``working_dir``, ``ports``; each not given: the offering's default), and what
+    the offering leaves open (``cpu_milli``, ``memory_mib``, ``priority_class``,
+    ``retry_limit``); the shape itself (GPUs, nodes, models, topology) is the offering's.
+    ``workload_submit`` checks the organization's standing and that the plan fits the
+    workload."""
     unknown = sorted(set(params) - ORDER_PARAMS - WORKLOAD_PARAMS)
     if unknown:
         raise ValidationFailed(
@@ -541,13 +588,13 @@ def workload_spec_for_offering(
         price_plan=str(params.get("price_plan") or _plan_of_class(params)),
         request=request,
     )
-    spec = workload_spec(shape, region=region, name=request.name or offering_slug)
-    left_open = WORKLOAD_PARAMS - set(PROGRAM_FIELDS)
-    return replace(
-        spec,
-        **{name: params[name] for name in left_open & set(params)},
-        **program(params),
+    spec = workload_spec(
+        shape,
+        region=region,
+        name=request.name or offering_slug,
+        runs=program_of(shape.offering, request),
     )
+    return replace(spec, **{name: params[name] for name in WORKLOAD_PARAMS & set(params)})
 
 
 def _plan_of_class(params: Mapping[str, Any]) -> Plan:

@@ -28,15 +28,20 @@ def error_body(
 
 def _field_errors(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
-        return {
-            key: _field_errors(value)
-            if isinstance(value, dict)
-            else [str(v) for v in value]
-            if isinstance(value, list)
-            else [str(value)]
-            for key, value in detail.items()
-        }
+        return {key: _messages(value) for key, value in detail.items()}
     return {}
+
+
+def _messages(detail: Any) -> list[str]:
+    """A field's problems as strings; an item's or a key's (``{"0": [...]}`` of a list or a
+    mapping) say which: ``0: Null characters are not allowed.``"""
+    if isinstance(detail, dict):
+        return [
+            f"{key}: {message}" for key, value in detail.items() for message in _messages(value)
+        ]
+    if isinstance(detail, list):
+        return [message for item in detail for message in _messages(item)]
+    return [str(detail)]
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -31,6 +31,14 @@ from tenants.secrets import variable_name_problem
 
 
 def check_program(spec: WorkloadSpec, project: Project) -> None:
+    check_program_bounds(spec)
+    missing = tenancy.secret_names_missing(project=project, names=spec.secrets)
+    if missing:
+        raise invalid("secrets", f"the project has no secrets {', '.join(missing)}", "unknown")
+
+
+def check_program_bounds(spec: WorkloadSpec) -> None:
+    """All but the secrets' existence: what a catalog offering's defaults are held to too."""
     _check_command(spec.command)
     _check_image(spec.image)
     _check_env(spec)
@@ -41,9 +49,6 @@ def check_program(spec: WorkloadSpec, project: Project) -> None:
     ):
         raise invalid("working_dir", f"working_dir is an absolute path of {MAX_PATH_BYTES} bytes")
     _check_ports(spec)
-    missing = tenancy.secret_names_missing(project=project, names=spec.secrets)
-    if missing:
-        raise invalid("secrets", f"the project has no secrets {', '.join(missing)}", "unknown")
 
 
 def _check_command(command: tuple[str, ...]) -> None:
