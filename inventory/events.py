@@ -69,15 +69,17 @@ class NodeRegistered(DomainEvent):
     memory_mib: int
     gpus: list[GpuSpec]
     token_hash: str
+    driver: str = ""  # "": the deployment's PROVISIONING_DRIVER
 
 
 @event_type("inventory.NodeRespecified")
 class NodeRespecified(DomainEvent):
-    """An import changed the node's description (rack, capacity)."""
+    """An import changed the node's description (rack, capacity, driver)."""
 
     rack_id: UUID | None
     cpu_milli: int
     memory_mib: int
+    driver: str = ""
 
 
 @event_type("inventory.NodeTokenRotated")

@@ -89,6 +89,8 @@ class Node(models.Model):
     state_changed_at = models.DateTimeField()
     provisioning_run = models.PositiveIntegerField(default=0)
     token_hash = models.CharField(max_length=64)
+    # Which provisioning driver brings its runs up ("": the deployment's PROVISIONING_DRIVER).
+    driver = models.CharField(max_length=32, blank=True)
     version = models.PositiveIntegerField()
     created_at = models.DateTimeField()
     # Telemetry, not business state: written in place by heartbeats, not an event.

@@ -82,6 +82,7 @@ class Fleet(projections.Projection):
             state=NodeState.REGISTERED,
             state_changed_at=event.recorded_at,
             token_hash=data["token_hash"],
+            driver=data.get("driver", ""),
             version=event.version,
             created_at=event.recorded_at,
         )

@@ -225,7 +225,7 @@ def _perform(claim: StepClaim) -> StepDetails:
     them (a root password, a private key), scrubbed here before anything records them."""
     token = step_attempt.set(claim.attempt)
     try:
-        details = drivers.driver().run_step(
+        details = drivers.driver(claim.node.driver).run_step(
             claim.step, claim.node, idempotency_key=claim.idempotency_key
         )
     finally:
@@ -352,6 +352,7 @@ def _spec(node: Node) -> NodeSpec:
         gpu_count=node.gpus.count(),
         cpu_milli=node.cpu_milli,
         memory_mib=node.memory_mib,
+        driver=node.driver,
     )
 
 

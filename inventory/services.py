@@ -149,6 +149,7 @@ def node_register(
     memory_mib: int,
     gpus: Sequence[GpuSlot],
     rack: Rack | None = None,
+    driver: str = "",
 ) -> tuple[Node, str | None]:
     """Register a node with its GPUs; the node agent's token is returned once (None when the
     node was known: then only a changed description is recorded)."""
@@ -157,12 +158,16 @@ def node_register(
     existing = row_lock(Node.objects.all()).filter(id=node_id).first()
     if existing is not None:
         wanted = ev.NodeRespecified(
-            rack_id=rack.pk if rack else None, cpu_milli=cpu_milli, memory_mib=memory_mib
+            rack_id=rack.pk if rack else None,
+            cpu_milli=cpu_milli,
+            memory_mib=memory_mib,
+            driver=driver,
         )
-        if (existing.rack_id, existing.cpu_milli, existing.memory_mib) != (
+        if (existing.rack_id, existing.cpu_milli, existing.memory_mib, existing.driver) != (
             wanted.rack_id,
             wanted.cpu_milli,
             wanted.memory_mib,
+            wanted.driver,
         ):
             _append(actor, ev.NODE_STREAM, str(node_id), [wanted], existing.version)
         return Node.objects.get(pk=node_id), None
@@ -191,6 +196,7 @@ def node_register(
                 memory_mib=memory_mib,
                 gpus=specs,
                 token_hash=secrets.digest(token),
+                driver=driver,
             )
         ],
         0,

@@ -46,14 +46,24 @@ class Next:
 
 
 def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
+    node_ids = tuple(uuid.UUID(str(p["node_id"])) for p in allocation.placements)
     return WorkloadRun(
         allocation_id=allocation.pk,
         workload_id=workload.pk,
         kind=workload.kind,
-        node_ids=tuple(uuid.UUID(str(p["node_id"])) for p in allocation.placements),
+        node_ids=node_ids,
         gpu_milli=allocation.gpu_milli,
         runtime_s=workload.runtime_estimate_s,
+        driver=_driver_of(node_ids),
     )
+
+
+def _driver_of(node_ids: tuple[uuid.UUID, ...]) -> str:
+    """A run is brought up by one driver: its first node's (a fleet gives the nodes of one GPU
+    model in a cluster one driver, so that a gang does not straddle two)."""
+    if not node_ids:
+        return ""
+    return Node.objects.filter(pk=node_ids[0]).values_list("driver", flat=True).first() or ""
 
 
 def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
@@ -64,7 +74,7 @@ def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
     refused: list[tuple[Pair, str]] = []
     for pair, run in to_start:
         try:
-            details = driver().workload_start(run, idempotency_key=f"{pair[1]}:start")
+            details = driver(run.driver).workload_start(run, idempotency_key=f"{pair[1]}:start")
             # Recorded in the workload's stream, which its tenant reads: no credentials.
             started.append((pair, redact(details)))
         except StepFailed as failure:
@@ -139,8 +149,9 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
             outcome[pair] = Next()
             continue
         allocation = Allocation.objects.get(pk=pair[1])
-        state = driver().workload_poll(
-            _run_of(workload, allocation),
+        run = _run_of(workload, allocation)
+        state = driver(run.driver).workload_poll(
+            run,
             started_at=workload.started_at.timestamp(),
             now=now.timestamp(),
         )
@@ -173,7 +184,8 @@ def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     allocation = Allocation.objects.filter(pk=allocation_id).first()
     if workload is None or allocation is None:
         return
-    driver().workload_stop(_run_of(workload, allocation), idempotency_key=f"{allocation_id}:stop")
+    run = _run_of(workload, allocation)
+    driver(run.driver).workload_stop(run, idempotency_key=f"{allocation_id}:stop")
 
 
 def _end(pair: Pair, reason: str, message: str) -> Next:

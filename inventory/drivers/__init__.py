@@ -1,5 +1,6 @@
-"""Provisioning drivers, chosen by the ``PROVISIONING_DRIVER`` setting (``simulated`` by
-default; a Kubernetes or bare-metal driver implements the same interface)."""
+"""Provisioning drivers: a node's own (``Node.driver``, from the fleet file), else the
+``PROVISIONING_DRIVER`` setting (``simulated`` by default). ``agent`` runs work for real
+through node agents; a Kubernetes or bare-metal driver implements the same interface."""
 
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from inventory.drivers.base import (
 
 DRIVERS = {
     "simulated": "inventory.drivers.simulated.SimulatedDriver",
+    "agent": "execution.driver.AgentDriver",  # above the fleet: named, not imported
 }
 
 
-def driver() -> ProvisioningDriver:
-    path = DRIVERS.get(settings.PROVISIONING_DRIVER, settings.PROVISIONING_DRIVER)
+def driver(name: str = "") -> ProvisioningDriver:
+    """The driver called ``name`` (a node's own), else the deployment's."""
+    name = name or settings.PROVISIONING_DRIVER
+    path = DRIVERS.get(name, name)
     driver_class: type[ProvisioningDriver] = import_string(path)
     return driver_class()
 

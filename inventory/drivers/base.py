@@ -56,6 +56,7 @@ class NodeSpec:
     gpu_count: int
     cpu_milli: int
     memory_mib: int
+    driver: str = ""  # the node's own driver ("": the deployment's)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class WorkloadRun:
     node_ids: tuple[UUID, ...]
     gpu_milli: int
     runtime_s: float | None  # how long the work takes, where known (None: until stopped)
+    driver: str = ""  # its nodes' driver ("": the deployment's)
 
 
 class RunOutcome(enum.StrEnum):

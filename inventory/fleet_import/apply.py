@@ -185,6 +185,7 @@ class _Applier:
             memory_mib=node.memory_mib,
             gpus=gpus,
             rack=rack,
+            driver=node.driver,
         )
         # The token is dropped on purpose: a bulk import prints none (operators rotate one).
         self.head = store.head_position()

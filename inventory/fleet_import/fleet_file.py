@@ -30,6 +30,7 @@ The format (``examples/fleet.yaml`` is a complete example)::
                     nvlink_domains: 1   # see below
                     cpu_milli: 112000   # required: thousandths of a core
                     memory_mib: 2097152 # required
+                    driver: agent       # default: the deployment's PROVISIONING_DRIVER
             nodes: []                 # nodes in no rack (optional)
 
 ``nvlink_domains`` says how a node's GPUs split into NVLink domains (GPUs of one domain talk
@@ -54,7 +55,7 @@ from __future__ import annotations
 import string
 import typing
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 import yaml
 from pydantic import (
@@ -180,6 +181,8 @@ class NodeEntry(Entry):
     ] = None
     cpu_milli: int = Field(ge=1, le=MAX_INT)
     memory_mib: int = Field(ge=1, le=MAX_BIGINT)
+    # The node's own provisioning driver ("": the deployment's), one of ``drivers.DRIVERS``.
+    driver: Literal["", "simulated", "agent"] = ""
 
     @field_validator("start", mode="wrap")
     @classmethod
@@ -256,6 +259,7 @@ class NodeEntry(Entry):
                 cpu_milli=self.cpu_milli,
                 memory_mib=self.memory_mib,
                 domain_sizes=self.domain_sizes(),
+                driver=self.driver,
                 source=path_of(loc),
             )
             for name in self.names()

@@ -27,6 +27,7 @@ class NodeSpec:
     memory_mib: int
     # Sizes of the NVLink domains, in GPU index order; None: by the model's interconnect.
     domain_sizes: tuple[int, ...] | None = None
+    driver: str = ""  # the node's own provisioning driver ("": the deployment's)
     source: str = field(default="", compare=False)  # where the file says it, for errors
 
 
