@@ -32,11 +32,13 @@ def test_the_fleet_file_gives_nodes_their_driver_and_a_change_is_recorded(tmp_pa
     head = store.head_position()
     import_fleet(_with_driver(tmp_path, "agent"))
     changed = [e for e in store.read_all(after=head) if e.type == "inventory.NodeRespecified"]
-    assert changed and all(e.data["driver"] == "agent" for e in changed)
+    assert changed
+    assert all(e.data["driver"] == "agent" for e in changed)
     first_rack = example()["regions"][0]["clusters"][0]["racks"][0]["name"]
     in_rack = set(Node.objects.filter(rack__name=first_rack).values_list("name", flat=True))
     agent_nodes = set(Node.objects.filter(driver="agent").values_list("name", flat=True))
-    assert agent_nodes == in_rack and in_rack
+    assert agent_nodes == in_rack
+    assert in_rack
     assert Node.objects.exclude(driver="agent").exists()  # the other racks keep the default
 
 
@@ -52,7 +54,8 @@ def test_a_node_without_a_driver_uses_the_deployments_and_one_with_uses_its_own(
     import_fleet(_with_driver(tmp_path, "simulated"))
     own = Node.objects.filter(driver="simulated").first()
     default = Node.objects.filter(driver="").first()
-    assert own is not None and default is not None
+    assert own is not None
+    assert default is not None
     with override_settings(PROVISIONING_DRIVER="inventory.drivers.simulated.SimulatedDriver"):
         assert isinstance(drivers.driver(own.driver), SimulatedDriver)
         assert isinstance(drivers.driver(default.driver), SimulatedDriver)
