@@ -105,6 +105,30 @@ def test_a_cancel_leaves_no_process_of_the_run_alive(site: MakeSite) -> None:
     assert here.workload(job["id"])["status"] == "cancelled"
 
 
+def test_a_preempted_run_leaves_no_process_alive_and_the_preemptor_runs(site: MakeSite) -> None:
+    here = site(nodes=1, gpus=2)
+    here.agent(here.nodes[0])
+    low = here.submit(
+        "experiment",
+        ["sh", "-c", "sleep 600 & sleep 600; wait"],
+        gpus_per_node=2,
+        priority_class="low",
+    )
+    (victim,) = _running_assignment(here, low["id"])
+    prod = here.submit(
+        "urgent", ["sh", "-c", "echo urgent"], gpus_per_node=2, priority_class="production"
+    )
+    wait_until(
+        lambda: not run_processes(str(victim["id"])),
+        timeout=30,
+        what=f"every process of the preempted run gone; {here.why()}",
+    )
+    done = here.wait_status(prod["id"], "succeeded", "failed")
+    assert done["status"] == "succeeded", done
+    assert here.workload(low["id"])["preemptions"] >= 1
+    here.client.post(f"/api/v1/workloads/{low['id']}/cancel", {}, format="json")
+
+
 def test_an_agent_killed_mid_run_finds_its_run_again_and_reports_it_once(site: MakeSite) -> None:
     here = site(nodes=1, gpus=2)
     agent = here.agent(here.nodes[0])
