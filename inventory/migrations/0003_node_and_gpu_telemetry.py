@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("inventory", "0001_initial"),
+        ("inventory", "0002_node_driver"),
     ]
 
     operations = [
