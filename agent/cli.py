@@ -12,7 +12,7 @@ from agent.client import Client
 from agent.config import parse
 from agent.gpus import GpuDiscoveryError, discover
 from agent.loops import Agent
-from agent.runtimes import runtime_for
+from agent.runtimes import ContainerOptions, runtime_for
 from agent.state import State
 
 log = logging.getLogger("agent")
@@ -35,7 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if gpus.fake:
         log.warning("FAKE GPUs: %d x %s (--fake-gpus)", config.fake_gpus, config.gpu_model)
     state = State(config.state_dir)
-    runtime = runtime_for(config.runtime)
+    runtime = runtime_for(
+        config.runtime,
+        ContainerOptions(config.container_global_args, config.container_run_args),
+    )
     if runtime.applies_limits:
         limits = cgroups.Cgroups(None, f"limits applied by {runtime.name} (--cpus/--memory)")
     else:

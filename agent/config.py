@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import socket
 import urllib.parse
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,8 @@ class Config:
     log_max_bytes: int
     stop_grace_s: float
     log_level: str
+    container_global_args: tuple[str, ...] = ()
+    container_run_args: tuple[str, ...] = ()
 
 
 # flag, variable, type, default, help
@@ -45,6 +48,20 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
     ("--log-max-bytes", "NEOCLOUD_LOG_MAX_BYTES", int, 64 * 1024 * 1024, "per-run log cap"),
     ("--stop-grace-s", "NEOCLOUD_STOP_GRACE_S", float, 10.0, "grace when an assignment has none"),
     ("--log-level", "NEOCLOUD_LOG_LEVEL", str, "INFO", "the agent's own log level"),
+    (
+        "--container-global-args",
+        "NEOCLOUD_CONTAINER_GLOBAL_ARGS",
+        str,
+        "",
+        "options before podman/docker's verb, e.g. '--storage-driver vfs' (shell words)",
+    ),
+    (
+        "--container-run-args",
+        "NEOCLOUD_CONTAINER_RUN_ARGS",
+        str,
+        "",
+        "options of every podman/docker run, e.g. '--network none' (shell words)",
+    ),
 ]
 _REQUIRED = ("url", "node_id", "token_file", "state_dir")
 
@@ -110,4 +127,6 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         log_max_bytes=args.log_max_bytes,
         stop_grace_s=args.stop_grace_s,
         log_level=args.log_level.upper(),
+        container_global_args=tuple(shlex.split(args.container_global_args)),
+        container_run_args=tuple(shlex.split(args.container_run_args)),
     )

@@ -320,6 +320,7 @@ class Agent:
             cpu_milli=assignment.cpu_milli,
             memory_mib=assignment.memory_mib,
             ports=assignment.ports,
+            fake_gpus=self.gpus.fake,
         )
         problem = self._problem(assignment, launch, container)
         if problem:

@@ -39,6 +39,16 @@ class Launch:
     cpu_milli: int
     memory_mib: int
     ports: list[int]
+    fake_gpus: bool = False  # no devices to pass into a container: only the variables
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """The operator's own options for the container client (``--container-global-args``,
+    ``--container-run-args``), e.g. a storage driver, an OCI runtime, a network."""
+
+    global_args: tuple[str, ...] = ()  # before the verb: every podman/docker call
+    run_args: tuple[str, ...] = ()  # after ``run``
 
 
 def gpu_env(indices: list[int], devices: list[str]) -> dict[str, str]:
@@ -92,13 +102,16 @@ def _common(launch: Launch, env_names: list[str]) -> list[str]:
     return args
 
 
-def podman_run_argv(launch: Launch, *, cidfile: Path) -> list[str]:
+def podman_run_argv(
+    launch: Launch, *, cidfile: Path, options: ContainerOptions = ContainerOptions()
+) -> list[str]:
     """``podman run`` with each GPU as a CDI device (``nvidia.com/gpu=<uuid or index>``)."""
     devices = []
-    for device in launch.devices:
+    for device in [] if launch.fake_gpus else launch.devices:
         devices += ["--device", f"nvidia.com/gpu={device}"]
     return [
         "podman",
+        *options.global_args,
         "run",
         "--rm",
         "--name",
@@ -107,20 +120,24 @@ def podman_run_argv(launch: Launch, *, cidfile: Path) -> list[str]:
         str(cidfile),
         *devices,
         *_common(launch, sorted(launch.env)),
+        *options.run_args,
         launch.image,
         *launch.argv,
     ]
 
 
-def docker_run_argv(launch: Launch, *, cidfile: Path) -> list[str]:
+def docker_run_argv(
+    launch: Launch, *, cidfile: Path, options: ContainerOptions = ContainerOptions()
+) -> list[str]:
     """``docker run`` on the NVIDIA runtime, its GPUs named in NVIDIA_VISIBLE_DEVICES (a
     device list, not a secret: the one value on the command line)."""
     gpus = []
-    if launch.devices:
+    if launch.devices and not launch.fake_gpus:
         gpus = ["--runtime=nvidia", "-e", f"NVIDIA_VISIBLE_DEVICES={','.join(launch.devices)}"]
     names = sorted(name for name in launch.env if not (gpus and name == "NVIDIA_VISIBLE_DEVICES"))
     return [
         "docker",
+        *options.global_args,
         "run",
         "--rm",
         "--name",
@@ -129,21 +146,24 @@ def docker_run_argv(launch: Launch, *, cidfile: Path) -> list[str]:
         str(cidfile),
         *gpus,
         *_common(launch, names),
+        *options.run_args,
         launch.image,
         *launch.argv,
     ]
 
 
-def container_stop_argv(runtime: str, name: str, grace_s: float) -> list[str]:
-    return [runtime, "stop", "--time", str(max(0, round(grace_s))), name]
+def container_stop_argv(
+    runtime: str, name: str, grace_s: float, global_args: tuple[str, ...] = ()
+) -> list[str]:
+    return [runtime, *global_args, "stop", "--time", str(max(0, round(grace_s))), name]
 
 
-def container_kill_argv(runtime: str, name: str) -> list[str]:
-    return [runtime, "kill", name]
+def container_kill_argv(runtime: str, name: str, global_args: tuple[str, ...] = ()) -> list[str]:
+    return [runtime, *global_args, "kill", name]
 
 
-def container_rm_argv(runtime: str, name: str) -> list[str]:
-    return [runtime, "rm", "-f", name]
+def container_rm_argv(runtime: str, name: str, global_args: tuple[str, ...] = ()) -> list[str]:
+    return [runtime, *global_args, "rm", "-f", name]
 
 
 def _resolve(command: str, *, path: str, cwd: str) -> bool:
@@ -209,8 +229,9 @@ class ContainerRuntime(Runtime):
 
     applies_limits = True
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, options: ContainerOptions = ContainerOptions()) -> None:
         self.name = name
+        self.options = options
 
     def problem(self, launch: Launch) -> str:
         if shutil.which(self.name) is None:
@@ -221,7 +242,7 @@ class ContainerRuntime(Runtime):
 
     def command(self, launch: Launch, *, cidfile: Path) -> list[str]:
         build = podman_run_argv if self.name == "podman" else docker_run_argv
-        return build(launch, cidfile=cidfile)
+        return build(launch, cidfile=cidfile, options=self.options)
 
     def shim_env(self, launch: Launch) -> dict[str, str]:
         """The client's own environment (it needs its PATH, HOME, XDG_RUNTIME_DIR) plus the
@@ -233,7 +254,9 @@ class ContainerRuntime(Runtime):
 
     def terminate(self, record: RunRecord) -> None:
         subprocess.Popen(  # noqa: S603 - fixed argv; not waited for: it blocks up to the grace
-            container_stop_argv(self.name, record.container, record.stop_grace_s),
+            container_stop_argv(
+                self.name, record.container, record.stop_grace_s, self.options.global_args
+            ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -241,8 +264,8 @@ class ContainerRuntime(Runtime):
 
     def kill(self, record: RunRecord) -> None:
         for argv in (
-            container_kill_argv(self.name, record.container),
-            container_rm_argv(self.name, record.container),
+            container_kill_argv(self.name, record.container, self.options.global_args),
+            container_rm_argv(self.name, record.container, self.options.global_args),
         ):
             try:
                 subprocess.run(argv, capture_output=True, timeout=30, check=False)  # noqa: S603
@@ -251,5 +274,5 @@ class ContainerRuntime(Runtime):
         super().kill(record)
 
 
-def runtime_for(name: str) -> Runtime:
-    return Runtime() if name == "process" else ContainerRuntime(name)
+def runtime_for(name: str, options: ContainerOptions = ContainerOptions()) -> Runtime:
+    return Runtime() if name == "process" else ContainerRuntime(name, options)

@@ -107,3 +107,35 @@ def test_the_process_environment_is_the_runs_not_the_agents(monkeypatch: object)
 
     assert set(env) == {"PATH", "HOME", "FOO"}
     assert env["HOME"] == "/w"
+
+
+def test_the_operators_container_options_go_before_the_verb_and_after_run() -> None:
+    options = runtimes.ContainerOptions(
+        global_args=("--storage-driver", "vfs"), run_args=("--network", "none")
+    )
+    argv = runtimes.podman_run_argv(
+        launch(env={}, cpu_milli=0, memory_mib=0, ports=[], work_dir="", argv=[]),
+        cidfile=CID,
+        options=options,
+    )
+
+    assert argv == [
+        "podman", "--storage-driver", "vfs", "run", "--rm", "--name", "neocloud-a1",
+        "--cidfile", str(CID),
+        "--device", "nvidia.com/gpu=GPU-aaa", "--device", "nvidia.com/gpu=GPU-bbb",
+        "--network", "none", "registry.example/train:1",
+    ]  # fmt: skip
+    assert runtimes.container_stop_argv("podman", "n", 3, options.global_args) == [
+        "podman", "--storage-driver", "vfs", "stop", "--time", "3", "n",
+    ]  # fmt: skip
+
+
+def test_fake_gpus_pass_no_devices_into_a_container_only_the_variables() -> None:
+    fake = launch(devices=["2", "3"], fake_gpus=True)
+
+    podman = runtimes.podman_run_argv(fake, cidfile=CID)
+    docker = runtimes.docker_run_argv(fake, cidfile=CID)
+
+    assert not any(arg.startswith("nvidia.com/gpu") for arg in podman)
+    assert "--runtime=nvidia" not in docker
+    assert podman[podman.index("CUDA_VISIBLE_DEVICES") - 1] == "-e"
