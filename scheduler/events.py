@@ -148,6 +148,23 @@ class WorkloadRunning(DomainEvent):
     details: dict[str, str]
 
 
+class EndpointData(BaseModel):
+    """Where one of a service's ports is reached, as its node's agent reported it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    port: int
+    address: str
+    node: str
+
+
+@event_type("scheduler.WorkloadEndpointsReported")
+class WorkloadEndpointsReported(DomainEvent):
+    """The workload's endpoints now (all of them: this replaces the ones before)."""
+
+    endpoints: list[EndpointData]
+
+
 @event_type("scheduler.AllocationReleased")
 class AllocationReleased(DomainEvent):
     """An allocation ended. ``status`` is what the workload becomes: ``pending`` when it is

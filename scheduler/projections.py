@@ -163,6 +163,12 @@ class Scheduling(projections.Projection):
         ).update(status=WorkloadStatus.RUNNING, started_at=event.data["started_at"])
         Workload.objects.filter(id=event.stream_id).update(version=event.version)
 
+    @handles(ev.WorkloadEndpointsReported)
+    def endpoints_reported(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(id=event.stream_id).update(
+            endpoints=event.data["endpoints"], version=event.version
+        )
+
     @handles(ev.AllocationReleased)
     def released(self, event: RecordedEvent) -> None:
         data = event.data

@@ -1,5 +1,7 @@
 """Provisioning drivers, chosen by the ``PROVISIONING_DRIVER`` setting (``simulated`` by
-default; a Kubernetes or bare-metal driver implements the same interface)."""
+default; ``agent``: existing servers whose node agent runs the work; a Kubernetes or
+bare-metal driver implements the same interface). Named by import string: the fleet does not
+import the apps that drive it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from inventory.drivers.base import (
 
 DRIVERS = {
     "simulated": "inventory.drivers.simulated.SimulatedDriver",
+    "agent": "execution.driver.AgentDriver",
 }
 
 
