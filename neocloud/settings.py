@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "tenants",
     "inventory",
     "scheduler",
+    "execution",
     "catalog",
     "orders",
     "metering",
@@ -234,6 +235,12 @@ HEARTBEAT_TIMEOUT_S = float(os.environ.get("HEARTBEAT_TIMEOUT_S", "90"))
 # flagged idle (allocated, not used).
 GPU_IDLE_THRESHOLD_PCT = float(os.environ.get("GPU_IDLE_THRESHOLD_PCT", "5"))
 GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
+
+# --- Execution (PROVISIONING_DRIVER=agent: node agents run the work) ------------------------
+# How long an agent waits after SIGTERM before it kills a run it stops.
+AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
+# Output kept per workload (all its runs); past it, output is counted, not stored.
+LOG_MAX_BYTES_PER_WORKLOAD = int(os.environ.get("LOG_MAX_BYTES_PER_WORKLOAD", str(8 << 20)))
 
 # --- Scheduling -----------------------------------------------------------------------------
 # A cluster's scheduler holds its lease this long past its last cycle; a standby takes over
