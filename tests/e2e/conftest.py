@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from execution.models import Assignment
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
 from inventory.models import Node
@@ -21,7 +22,7 @@ from tenants.models import Organization, Project, Role
 from tests.builders import Builder, client_with_key, run
 from tests.builders.fleet import put_in_state
 from tests.celery_worker import CeleryWorker, celery_worker, wait_until, worker_queue
-from tests.live import ControlPlane, NodeAgent
+from tests.live import ControlPlane, NodeAgent, kill_runs
 
 # Fast clocks for the processes: cycles, leases, the agent's stop grace.
 SETTINGS = {
@@ -176,5 +177,7 @@ def site(build: Builder, tmp_path: Path) -> Iterator[Callable[..., Site]]:
             for one in made:
                 for agent in one.agents:
                     agent.kill()
+            kill_runs([str(i) for i in Assignment.objects.values_list("id", flat=True)])
+            for one in made:
                 one.control_plane.stop()
                 one._worker_cm.__exit__(None, None, None)  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ import pytest
 from django.db import connection
 
 from inventory import services as inventory
+from scheduler.models import Allocation
 from tests.builders import run
 from tests.celery_worker import wait_until
 from tests.e2e.conftest import Site
@@ -52,7 +53,7 @@ def test_a_job_runs_on_exactly_its_gpus_and_its_logs_and_exit_code_come_back(
 ) -> None:
     here = site(nodes=1, gpus=4)
     here.agent(here.nodes[0])
-    lines = "; ".join(f"echo line-{i}" for i in range(300))
+    lines = "i=0; while [ $i -lt 300 ]; do echo line-$i; i=$((i+1)); done"
     job = here.submit(
         "hello",
         ["sh", "-c", f'echo "cvd=$CUDA_VISIBLE_DEVICES"; {lines}; echo oops >&2; exit 0'],
@@ -60,7 +61,9 @@ def test_a_job_runs_on_exactly_its_gpus_and_its_logs_and_exit_code_come_back(
     )
     done = here.wait_status(job["id"], "succeeded", "failed")
     assert done["status"] == "succeeded", done
-    gpus = here.workload(job["id"])["placement"]["placements"][0]["gpus"]
+    (allocation,) = Allocation.objects.filter(workload_id=job["id"])  # what the engine chose
+    gpus = allocation.placements[0]["gpus"]
+    assert [g["index"] for g in here.assignments(job["id"])[0]["gpus"]] == gpus
     text, last = here.logs(job["id"])
     assert text.splitlines() == [
         f"cvd={','.join(str(g) for g in gpus)}",
