@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -60,6 +61,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         consumers_start(projection_consumers(), stop)
         threading.Thread(target=_tick, args=(stop,), name="scheduler-tick", daemon=True).start()
+        logging.getLogger("django.server").addFilter(_WithoutAgentRequests())
         agent = _agent_start(options["addrport"])
         threading.Thread(target=_agent_node_provision, args=(stop,), daemon=True).start()
         try:
@@ -98,6 +100,17 @@ def exposure(addrport: str, *, allow_public: bool) -> str | None:
             " Set DEMO_ALLOW_PUBLIC=1 to serve it there anyway."
         )
     return f"DEMO_ALLOW_PUBLIC=1: serving on {address} exposes {exposed} to the network."
+
+
+class _WithoutAgentRequests(logging.Filter):
+    """The agent's heartbeats and long polls, every few seconds, would bury the requests a
+    user makes in the server's output (they are in var/agent.log from the agent's side)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _AGENT_PATH.search(record.getMessage())  # '"GET /api/v1/... HTTP/1.1" 200'
+
+
+_AGENT_PATH = re.compile(r"/api/v1/nodes/[^/ ]+/(heartbeat|assignments|reports|logs)\b")
 
 
 def _agent_start(addrport: str) -> subprocess.Popen[bytes]:
