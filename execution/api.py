@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from execution import events as ev
 from execution import selectors, services
 from execution import serializers as s
 from execution.models import Assignment
@@ -112,7 +113,10 @@ class NodeReportsView(NodeAgentView):
 def _report(data: dict[str, Any]) -> services.Report:
     cgroups = data.pop("cgroups", None) or {}
     return services.Report(
-        **data, cgroups_applied=cgroups.get("applied"), cgroups_note=cgroups.get("note", "")
+        assignment_id=data.pop("assignment_id"),
+        event=ev.AssignmentReported(
+            **data, cgroups_applied=cgroups.get("applied"), cgroups_note=cgroups.get("note", "")
+        ),
     )
 
 

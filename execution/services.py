@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -84,21 +83,10 @@ def assignments_create(*, actor: Actor, allocation_id: uuid.UUID) -> list[Assign
 
 @dataclass(frozen=True)
 class Report:
-    """One report of an agent (PROTOCOL §3)."""
+    """One report of an agent (PROTOCOL §3): the event it becomes, for one assignment."""
 
     assignment_id: uuid.UUID
-    seq: int
-    kind: str
-    at: datetime
-    pid: int | None = None
-    container_id: str = ""
-    exit_code: int | None = None
-    signal: int | None = None
-    oom: bool = False
-    message: str = ""
-    cgroups_applied: bool | None = None
-    cgroups_note: str = ""
-    ports: list[dict[str, object]] = field(default_factory=list)
+    event: ev.AssignmentReported
 
 
 @dataclass(frozen=True)
@@ -129,15 +117,16 @@ def reports_apply(*, actor: Actor, node: Node, reports: Sequence[Report]) -> App
     applied, duplicates = [], []
     ports: dict[uuid.UUID, list[dict[str, object]]] = {}
     for report in reports:
-        key = (report.assignment_id, report.seq)
-        if report.seq <= last_seq[report.assignment_id]:
+        event = report.event
+        key = (report.assignment_id, event.seq)
+        if event.seq <= last_seq[report.assignment_id]:
             duplicates.append(key)
             continue
-        last_seq[report.assignment_id] = report.seq
+        last_seq[report.assignment_id] = event.seq
         applied.append(key)
-        changes.setdefault(report.assignment_id, []).append(_event(report))
-        if report.kind == "ports":
-            ports[report.assignment_id] = report.ports
+        changes.setdefault(report.assignment_id, []).append(event)
+        if event.kind == "ports":
+            ports[report.assignment_id] = [p.model_dump() for p in event.ports]
     for assignment_id, events in changes.items():
         assignment = rows[assignment_id]
         store.append(
@@ -159,23 +148,6 @@ def reports_apply(*, actor: Actor, node: Node, reports: Sequence[Report]) -> App
     if ended:
         transaction.on_commit(lambda: _runs_check(ended), robust=True)
     return Applied(applied=applied, duplicates=duplicates)
-
-
-def _event(report: Report) -> ev.AssignmentReported:
-    return ev.AssignmentReported(
-        seq=report.seq,
-        kind=report.kind,
-        at=report.at,
-        pid=report.pid,
-        container_id=report.container_id,
-        exit_code=report.exit_code,
-        signal=report.signal,
-        oom=report.oom,
-        message=report.message,
-        cgroups_applied=report.cgroups_applied,
-        cgroups_note=report.cgroups_note,
-        ports=[ev.PortData.model_validate(p) for p in report.ports],
-    )
 
 
 def _endpoints_set(

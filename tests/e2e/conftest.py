@@ -19,7 +19,7 @@ from inventory.lifecycle import NodeState
 from inventory.models import Node
 from scheduler import tasks
 from tenants.models import Organization, Project, Role
-from tests.builders import Builder, client_with_key, run
+from tests.builders import Builder, client_with_key, fleet, run
 from tests.builders.fleet import put_in_state
 from tests.celery_worker import CeleryWorker, celery_worker, wait_until, worker_queue
 from tests.live import ControlPlane, NodeAgent, kill_runs
@@ -126,17 +126,7 @@ def site(build: Builder, tmp_path: Path) -> Iterator[Callable[..., Site]]:
     with worker_queue() as queue:
 
         def make(nodes: int = 1, gpus: int = 4) -> Site:
-            region = run(inventory.region_define, slug="eu", name="Europe")
-            cluster = run(inventory.cluster_define, region=region, slug="fra1", name="fra1")
-            model = run(
-                inventory.gpu_model_define,
-                slug="h100",
-                name="H100 SXM",
-                vendor="NVIDIA",
-                memory_gib=80,
-                interconnect="nvswitch",
-                shareable=False,
-            )
+            cluster, model = fleet.cluster("fra1"), fleet.h100()
             organization = build.organization("Acme")
             project = build.project(organization, "Training")
             membership = build.member(organization, Role.ADMIN)
