@@ -53,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,7 +150,7 @@ def _free_port() -> int:
         return port
 
 
-def _server_command(port: int) -> list[str]:
+def _server_command(port: int, workers: int, threads: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -161,9 +161,9 @@ def _server_command(port: int) -> list[str]:
         "--worker-class",
         "gthread",
         "--workers",
-        str(SERVER_WORKERS),
+        str(workers),
         "--threads",
-        str(SERVER_THREADS),
+        str(threads),
         "--keep-alive",
         "10",
         "--graceful-timeout",
@@ -202,19 +202,26 @@ def _tail(log: IO[bytes]) -> str:
 
 
 @contextmanager
-def _serving(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """gunicorn on ``port``, answering; stopped (and its database sessions gone) on exit."""
+def _serving(
+    port: int,
+    *,
+    workers: int = SERVER_WORKERS,
+    threads: int = SERVER_THREADS,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """gunicorn on ``port``, answering; stopped (and its database sessions gone) on exit.
+    ``env`` overrides the server's settings (``_server_env``)."""
     with tempfile.TemporaryFile() as log:
         server = subprocess.Popen(  # noqa: S603 - a fixed command line, no shell
-            _server_command(port),
+            _server_command(port, workers, threads),
             cwd=settings.BASE_DIR,
-            env=_server_env(),
+            env={**_server_env(), **(env or {})},
             stdout=log,
             stderr=log,
         )
         try:
             deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            while not (_answers(port) and len(_children(server.pid)) >= SERVER_WORKERS):
+            while not (_answers(port) and len(_children(server.pid)) >= workers):
                 if server.poll() is not None:
                     raise CommandError(f"gunicorn exited ({server.returncode}):\n{_tail(log)}")
                 if time.monotonic() > deadline:

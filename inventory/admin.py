@@ -49,7 +49,17 @@ class ClusterAdmin(ReadOnlyServiceAdmin):
 class GpuInline(admin.TabularInline):  # type: ignore[type-arg]
     model = Gpu
     extra = 0
-    fields = ("index", "uuid", "nvlink_domain", "healthy", "fault")
+    fields = (
+        "index",
+        "uuid",
+        "nvlink_domain",
+        "healthy",
+        "fault",
+        "utilization_pct",
+        "memory_used_mib",
+        "idle_since",
+        "telemetry_at",
+    )
     readonly_fields = fields
     can_delete = False
 
@@ -100,7 +110,8 @@ class NodeAdmin(ReadOnlyServiceAdmin):
     list_filter = ("state", "cluster", "gpu_model", "rack")
     search_fields = ("name", "gpus__uuid")
     inlines = [GpuInline, StepInline]
-    exclude = ("token_hash",)
+    exclude = ("token_hash", "agent_info")
+    readonly_fields = ("agent",)
     actions = [
         _lifecycle_action(NodeAction.PROVISION, "Provision"),
         _lifecycle_action(NodeAction.CORDON, "Cordon (no new placements)"),
@@ -113,3 +124,16 @@ class NodeAdmin(ReadOnlyServiceAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The change list must allow actions; the form itself stays read-only.
         return obj is None and bool(request.user.is_staff)
+
+    @admin.display(description="Node agent")
+    def agent(self, node: Node) -> str:
+        """What the agent last said of itself (telemetry, not events)."""
+        info = node.agent_info
+        if not info:
+            return "no full report yet"
+        gpus = "fake GPUs" if info.get("fake_gpus") else "real GPUs"
+        cgroups = "cgroups" if info.get("cgroups") else f"no cgroups ({info.get('cgroups_note')})"
+        return (
+            f"{info.get('version')} · {info.get('runtime')} · {gpus} · {cgroups}"
+            f" · at {info.get('address') or '-'}"
+        )

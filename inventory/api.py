@@ -172,10 +172,19 @@ class NodeHeartbeatView(APIView):
         data = s.HeartbeatSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         reports = [services.GpuHealth(**gpu) for gpu in data.validated_data["gpus"]]
+        agent = data.validated_data["agent"]
         node = atomic_with_retry(
             services.node_heartbeat,
             actor=Actor.system_actor(f"node:{node.name}"),
             node=node,
             gpus=reports,
+            agent=services.AgentInfo(**agent) if agent is not None else None,
         )
-        return Response({"state": node.state, "received_at": node.last_heartbeat_at})
+        return Response(
+            {
+                "state": node.state,
+                "received_at": node.last_heartbeat_at,
+                "accepting_work": node.schedulable and not node.inventory_mismatch,
+                "mismatch": node.inventory_mismatch,
+            }
+        )

@@ -95,6 +95,12 @@ class Node(models.Model):
     created_at = models.DateTimeField()
     # Telemetry, not business state: written in place by heartbeats, not an event.
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # What the node agent last said of itself (version, runtime, fake GPUs, cgroups), and
+    # the address its peers reach it at (a gang's rendezvous, MASTER_ADDR).
+    agent_info = models.JSONField(default=dict, blank=True)
+    agent_address = models.CharField(max_length=255, blank=True)
+    # What the agent's last full report found different from the fleet ("" when nothing).
+    inventory_mismatch = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["cluster", "name"]
@@ -121,6 +127,12 @@ class Gpu(models.Model):
     )
     healthy = models.BooleanField(default=True)
     fault = models.CharField(max_length=300, blank=True)
+    # Telemetry of the last heartbeat that reported it, written in place. ``idle_since``: when
+    # its utilisation was first seen below ``GPU_IDLE_THRESHOLD_PCT`` (None while busy).
+    utilization_pct = models.FloatField(null=True, blank=True)
+    memory_used_mib = models.PositiveBigIntegerField(null=True, blank=True)
+    telemetry_at = models.DateTimeField(null=True, blank=True)
+    idle_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["node", "index"]

@@ -15,7 +15,11 @@ from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rac
 class Fleet(projections.Projection):
     name = "inventory.fleet"
     models = (GpuModel, Region, Cluster, Rack, Node, Gpu, ProvisioningStep)
-    operational = {Node: ("last_heartbeat_at",)}  # telemetry: heartbeats are not events
+    # Telemetry: heartbeats are not events.
+    operational = {
+        Node: ("last_heartbeat_at", "agent_info", "agent_address", "inventory_mismatch"),
+        Gpu: ("utilization_pct", "memory_used_mib", "telemetry_at", "idle_since"),
+    }
 
     def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
         versions: dict[tuple[str, str], int] = {}

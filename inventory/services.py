@@ -8,11 +8,14 @@ services only start a run and hand it to a worker once the transaction commits.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -346,21 +349,54 @@ def node_fail(*, actor: Actor, node: Node, reason: str) -> Node:
 
 @dataclass(frozen=True)
 class GpuHealth:
+    """One GPU as its node agent reports it: health always; what nvidia-smi says of it
+    (uuid, model, memory) and its telemetry when the agent sends them."""
+
     index: int
     healthy: bool
     reason: str = ""
+    uuid: str = ""
+    model: str = ""
+    memory_mib: int | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: int | None = None
 
 
-def node_heartbeat(*, actor: Actor, node: Node, gpus: Sequence[GpuHealth]) -> Node:
-    """A node agent reports in. The time is telemetry (written in place); a GPU that turns
-    faulty or recovers is an event."""
+@dataclass(frozen=True)
+class AgentInfo:
+    """What a node agent says of itself. A heartbeat that carries it is a full report: its
+    GPUs are all the node has, so they are checked against the fleet."""
+
+    version: str = ""
+    runtime: str = ""
+    address: str = ""
+    fake_gpus: bool = False
+    cgroups: bool = False
+    cgroups_note: str = ""
+
+
+def node_heartbeat(
+    *,
+    actor: Actor,
+    node: Node,
+    gpus: Sequence[GpuHealth],
+    agent: AgentInfo | None = None,
+    now: datetime | None = None,
+) -> Node:
+    """A node agent reports in. Its time, its own description and its GPUs' telemetry are
+    written in place (not events); a GPU that turns faulty or recovers is an event, and so
+    is the cordon of a ready node whose full report does not match the fleet
+    (``Node.inventory_mismatch`` says what differs)."""
+    now = now or timezone.now()
     node = _locked(node)
-    Node.objects.filter(pk=node.pk).update(last_heartbeat_at=timezone.now())
     known = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
+    mismatch = None if agent is None else _inventory_mismatch(node, known, gpus, agent)
     changes: list[DomainEvent] = []
     for report in gpus:
         gpu = known.get(report.index)
         if gpu is None:
+            if mismatch:  # a full report of GPUs the fleet lacks: the mismatch says so
+                continue
             raise UnknownGpu(
                 f"node {node.name} has no GPU {report.index}",
                 fields={"gpus": [f"unknown index {report.index}"]},
@@ -369,9 +405,92 @@ def node_heartbeat(*, actor: Actor, node: Node, gpus: Sequence[GpuHealth]) -> No
             changes.append(ev.GpuFailed(index=report.index, reason=report.reason or "reported"))
         elif not gpu.healthy and report.healthy:
             changes.append(ev.GpuRecovered(index=report.index))
+    if mismatch and next_state(NodeState(node.state), NodeAction.CORDON) is not None:
+        reason = f"inventory mismatch: {mismatch}"[:300]
+        changes.append(_transition(node, NodeAction.CORDON, reason))
+    _telemetry_write(node, known, gpus, agent, mismatch, now)
     if changes:
         _append(actor, ev.NODE_STREAM, str(node.pk), changes, node.version)
     return Node.objects.get(pk=node.pk)
+
+
+def _telemetry_write(
+    node: Node,
+    known: dict[int, Gpu],
+    gpus: Sequence[GpuHealth],
+    agent: AgentInfo | None,
+    mismatch: str | None,
+    now: datetime,
+) -> None:
+    """The heartbeat's telemetry, in place. A GPU is idle from the first report of it below
+    ``GPU_IDLE_THRESHOLD_PCT``, until one above."""
+    node_fields: dict[str, object] = {"last_heartbeat_at": now}
+    if agent is not None:
+        node_fields["agent_info"] = dataclasses.asdict(agent)
+        node_fields["agent_address"] = agent.address
+    if mismatch is not None:
+        node_fields["inventory_mismatch"] = mismatch[:300]
+    Node.objects.filter(pk=node.pk).update(**node_fields)
+    threshold = settings.GPU_IDLE_THRESHOLD_PCT
+    measured = []
+    for report in gpus:
+        gpu = known.get(report.index)
+        if gpu is None or (report.utilization_pct is None and report.memory_used_mib is None):
+            continue
+        if report.utilization_pct is not None:
+            gpu.utilization_pct = report.utilization_pct
+            busy = report.utilization_pct >= threshold
+            gpu.idle_since = None if busy else (gpu.idle_since or now)
+        if report.memory_used_mib is not None:
+            gpu.memory_used_mib = report.memory_used_mib
+        gpu.telemetry_at = now
+        measured.append(gpu)
+    if measured:
+        Gpu.objects.bulk_update(
+            measured, ["utilization_pct", "memory_used_mib", "telemetry_at", "idle_since"]
+        )
+
+
+def _inventory_mismatch(
+    node: Node, known: dict[int, Gpu], gpus: Sequence[GpuHealth], agent: AgentInfo
+) -> str:
+    """What a full report says differently from the fleet ("" when nothing): the number of
+    GPUs, a GPU's model (normalised, against the node's model's slug and name), a GPU's UUID
+    where the fleet holds a real one (not ``_gpu_uuid``'s stand-in). Fake GPUs have no UUIDs
+    worth comparing."""
+    found = []
+    if len(gpus) != len(known):
+        found.append(f"{len(gpus)} GPUs reported, the fleet has {len(known)}")
+    unknown = [str(r.index) for r in gpus if r.index not in known]
+    if unknown:
+        found.append(f"GPU {', '.join(unknown)} not in the fleet")
+    model = node.gpu_model
+    if model is not None:
+        expected = {_model_key(model.slug), _model_key(model.name)}
+        wrong = sorted({r.model for r in gpus if r.model and _model_key(r.model) not in expected})
+        if wrong:
+            found.append(f"model {', '.join(wrong)} reported, the fleet has {model.slug}")
+    if not agent.fake_gpus:
+        cluster = Cluster.objects.only("slug").get(pk=node.cluster_id).slug
+        differ = [
+            str(r.index)
+            for r in gpus
+            if (gpu := known.get(r.index)) is not None
+            and r.uuid
+            and r.uuid != gpu.uuid
+            and gpu.uuid != _gpu_uuid(cluster, node.name, gpu.index)
+        ]
+        if differ:
+            found.append(f"UUID of GPU {', '.join(differ)} differs from the fleet's")
+    return "; ".join(found)
+
+
+def _model_key(model: str) -> str:
+    """A GPU model's name as nvidia-smi and the fleet can both be compared by: lowercase,
+    without a leading "nvidia", letters and digits only ("NVIDIA H100 SXM" → "h100sxm")."""
+    key = model.lower().strip()
+    key = key.removeprefix("nvidia")
+    return re.sub(r"[^a-z0-9]", "", key)
 
 
 def heartbeats_check(

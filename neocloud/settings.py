@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "tenants",
     "inventory",
     "scheduler",
+    "execution",
     "catalog",
     "orders",
     "metering",
@@ -229,6 +230,17 @@ SIMULATED_SEED = int(os.environ.get("SIMULATED_SEED", "0"))
 SIMULATED_HANG_S = float(os.environ.get("SIMULATED_HANG_S", "3600"))
 # A ready, cordoned or draining node not heard from for this long is failed.
 HEARTBEAT_TIMEOUT_S = float(os.environ.get("HEARTBEAT_TIMEOUT_S", "90"))
+# A GPU reporting utilisation below this (percent) is idle from when it was first seen so; a
+# running workload all of whose GPUs have been idle longer than GPU_IDLE_FLAG_AFTER_S is
+# flagged idle (allocated, not used).
+GPU_IDLE_THRESHOLD_PCT = float(os.environ.get("GPU_IDLE_THRESHOLD_PCT", "5"))
+GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
+
+# --- Execution (PROVISIONING_DRIVER=agent: node agents run the work) ------------------------
+# How long an agent waits after SIGTERM before it kills a run it stops.
+AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
+# Output kept per workload (all its runs); past it, output is counted, not stored.
+LOG_MAX_BYTES_PER_WORKLOAD = int(os.environ.get("LOG_MAX_BYTES_PER_WORKLOAD", str(8 << 20)))
 
 # --- Scheduling -----------------------------------------------------------------------------
 # A cluster's scheduler holds its lease this long past its last cycle; a standby takes over

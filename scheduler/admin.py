@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from scheduler import services
+from scheduler import selectors, services
 from scheduler.models import (
     Allocation,
     PriorityClass,
@@ -93,9 +93,87 @@ class WorkloadAdmin(ReadOnlyServiceAdmin):
     list_filter = ("status", "kind", "priority_class")
     search_fields = ("name", "id")
     actions = ["cancel"]
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "name",
+                    "organization",
+                    "project",
+                    "cluster_id",
+                    "kind",
+                    "status",
+                    "status_reason",
+                    "allocation_id",
+                    "utilisation",
+                )
+            },
+        ),
+        (
+            "Request",
+            {
+                "fields": (
+                    "gpu_models",
+                    "gpus_per_node",
+                    "nodes",
+                    "min_nodes",
+                    "gpu_milli",
+                    "cpu_milli",
+                    "memory_mib",
+                    "priority_class",
+                    "priority",
+                    "preemptible",
+                    "topology",
+                    "runtime_estimate_s",
+                    "max_runtime_s",
+                    "retry_limit",
+                    "restart_policy",
+                    "reservation_id",
+                    "price_plan",
+                    "offering",
+                    "order_id",
+                )
+            },
+        ),
+        # Secrets by name: their values are in no row of this table.
+        ("Program", {"fields": ("command", "image", "env", "secrets", "working_dir", "ports")}),
+        (
+            "Runs",
+            {
+                "fields": (
+                    "endpoints",
+                    "runs",
+                    "failures",
+                    "preemptions",
+                    "cancel_requested",
+                    "submitted_at",
+                    "started_at",
+                    "finished_at",
+                )
+            },
+        ),
+    )
+    readonly_fields = ("utilisation",)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return obj is None  # the list's actions; no edit form
+
+    @admin.display(description="GPU utilisation")
+    def utilisation(self, workload: Workload) -> str:
+        """Allocation is not utilisation: what the run's GPUs last reported."""
+        held = [workload.allocation_id] if workload.allocation_id else []
+        allocations = {a.pk: a for a in Allocation.objects.filter(pk__in=held)}
+        used = selectors.workloads_utilisation([workload], allocations).get(workload.pk)
+        if used is None:
+            return "-"
+        mean = "n/a" if used.utilization_pct is None else f"{used.utilization_pct:.1f}%"
+        idle = f", idle since {used.idle_since:%Y-%m-%d %H:%M}" if used.idle else ""
+        return (
+            f"{used.gpus} GPUs, {mean} mean, {used.memory_used_mib} MiB used{idle}"
+            f" (as of {used.telemetry_at:%Y-%m-%d %H:%M:%S})"
+        )
 
     @admin.action(description="Cancel (releases their GPUs)")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:

@@ -148,6 +148,25 @@ class WorkloadRunning(DomainEvent):
     details: dict[str, str]
 
 
+class EndpointData(BaseModel):
+    """Where one port of a run is reached, as the node agent running it reported."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    port: int
+    address: str
+    node: str
+
+
+@event_type("scheduler.WorkloadEndpointsReported")
+class WorkloadEndpointsReported(DomainEvent):
+    """The run of ``allocation_id`` is reached at ``endpoints`` (all of them, every node's);
+    its end clears them."""
+
+    allocation_id: UUID
+    endpoints: list[EndpointData]
+
+
 @event_type("scheduler.AllocationReleased")
 class AllocationReleased(DomainEvent):
     """An allocation ended. ``status`` is what the workload becomes: ``pending`` when it is

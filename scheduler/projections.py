@@ -142,6 +142,7 @@ class Scheduling(projections.Projection):
             status_reason=f"preempted: {data['reason']}"[:300],
             allocation_id=None,
             started_at=None,
+            endpoints=[],
             preemptions=F("preemptions") + 1,
         )
 
@@ -163,6 +164,13 @@ class Scheduling(projections.Projection):
         ).update(status=WorkloadStatus.RUNNING, started_at=event.data["started_at"])
         Workload.objects.filter(id=event.stream_id).update(version=event.version)
 
+    @handles(ev.WorkloadEndpointsReported)
+    def endpoints_reported(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(
+            id=event.stream_id, allocation_id=event.data["allocation_id"]
+        ).update(endpoints=event.data["endpoints"])
+        Workload.objects.filter(id=event.stream_id).update(version=event.version)
+
     @handles(ev.AllocationReleased)
     def released(self, event: RecordedEvent) -> None:
         data = event.data
@@ -175,6 +183,7 @@ class Scheduling(projections.Projection):
                 workload.status_reason = data["message"][:300]
                 workload.allocation_id = None
                 workload.started_at = None
+                workload.endpoints = []  # the run that served them ended
                 if data["reason"] in {"failed", "max_runtime", "node_failure", "lost"}:
                     workload.failures += 1
                 if workload.status in FINAL_STATUSES:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from neocloud.api.fields import (
@@ -68,12 +69,26 @@ class AllocationSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         ]
 
 
+class UtilisationSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    gpus = serializers.IntegerField(help_text="GPUs allocated to the run.")
+    utilization_pct = serializers.FloatField(
+        allow_null=True, help_text="Their mean utilisation, of those reporting one."
+    )
+    memory_used_mib = serializers.IntegerField()
+    idle = serializers.BooleanField(
+        help_text="Every allocated GPU idle for longer than GPU_IDLE_FLAG_AFTER_S."
+    )
+    idle_since = serializers.DateTimeField(allow_null=True)
+    telemetry_at = serializers.DateTimeField(help_text="The oldest of their last reports.")
+
+
 # A workload with its state beside its row, given in the context as ``states``
 # (``selectors.workload_states`` of the workloads shown). No docstring: it would be the schema's.
 class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     placement = serializers.SerializerMethodField()
     pending_reason = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
+    utilisation = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -121,6 +136,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "placement",
             "pending_reason",
             "queue_position",
+            "utilisation",
         ]
 
     def _state(self, workload: Workload) -> WorkloadState:
@@ -139,6 +155,13 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def get_queue_position(self, workload: Workload) -> int | None:
         """1 for the next of its project's queue: higher priority first, then arrival."""
         return self._state(workload).queue_position
+
+    @extend_schema_field(UtilisationSerializer(allow_null=True))
+    def get_utilisation(self, workload: Workload) -> dict[str, Any] | None:
+        """While it runs: how much of what it holds it uses (null before any GPU of it
+        reported, and when it does not run)."""
+        utilisation = self._state(workload).utilisation
+        return dict(UtilisationSerializer(utilisation).data) if utilisation else None
 
 
 class ProgramFields(serializers.Serializer):  # type: ignore[type-arg]

@@ -30,6 +30,8 @@
 # Stripe, for the billing tests: STRIPE_MOCK_URL (stripe-mock) if given, else a
 # throwaway localstripe from .venv on a free port (58420 upward), exported as
 # LOCALSTRIPE_URL and stopped on exit like the others.
+# Podman, for the node agent's container runtime test: installed with runc (apt-get, as root)
+# where missing; where it cannot be, that test is skipped and says why.
 # One line per service on stderr tells which one is used.
 #
 # CMD runs in the foreground: Ctrl-C, or a signal sent to the whole process
@@ -381,6 +383,18 @@ stop_stripe() {
     STRIPE_PID=""
 }
 
+# ---------------------------------------------------------------- podman
+
+setup_podman() {
+    if have podman && have runc; then
+        log "podman: $(command -v podman) (runc: $(command -v runc))"
+    elif apt_install podman runc; then
+        log "podman: installed"
+    else
+        log "podman: not available (the container runtime's run test will be skipped)"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 
 # shellcheck disable=SC2329  # invoked by the EXIT trap
@@ -407,6 +421,7 @@ trap 'exit 143' TERM
 setup_postgres
 setup_redis
 setup_stripe
+setup_podman
 export DATABASE_URL REDIS_URL
 
 status=0

@@ -11,7 +11,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tenants import services
-from tenants.models import ApiKey, Invitation, Membership, Organization, Project, Quota, User
+from tenants.models import (
+    ApiKey,
+    Invitation,
+    Membership,
+    Organization,
+    Project,
+    Quota,
+    Secret,
+    User,
+)
 from tenants.service_admin import ReadOnlyServiceAdmin, ServiceAdmin
 
 
@@ -188,6 +197,18 @@ class ApiKeyAdmin(ReadOnlyServiceAdmin):
     @admin.action(description="Revoke (401 from the next request on)")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         self.run_each(request, services.api_key_revoke, queryset, "api_key")
+
+
+@admin.register(Secret)
+class SecretAdmin(ReadOnlyServiceAdmin):
+    """Which secrets a project has, and when each was set: never the value, sealed or not
+    (``sealed`` is in no list, form or search)."""
+
+    list_display = ("name", "project", "organization", "created_at", "updated_at")
+    list_filter = ("organization",)
+    search_fields = ("name", "project__slug", "organization__slug")
+    fields = ("name", "organization", "project", "created_at", "updated_at")
+    readonly_fields = fields
 
 
 @admin.register(Quota)

@@ -34,6 +34,8 @@ PLANTED = {
     "drivers-import-services": ("inventory", "inventory.drivers", "from inventory import services"),
     "types-import-store": ("events", "events.types", "from events import store"),
     "money-imports-sla": ("acyclic", "billing.money", "from billing import sla"),
+    "agent-imports-django": ("agent", "agent.client", "import django.db"),
+    "agent-imports-inventory": ("agent", "agent.loops", "from inventory import services"),
 }
 
 

@@ -10,15 +10,22 @@ from scheduler.selectors.policy import (
     quota_limit,
 )
 from scheduler.selectors.reservations import reservations_for_billing, reservations_overlapping
+from scheduler.selectors.utilisation import (
+    Utilisation,
+    placements_utilisation,
+    workloads_utilisation,
+)
 from scheduler.selectors.workloads import WorkloadState, workload_events, workload_states
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
+    "Utilisation",
     "WorkloadState",
     "cluster_allocation",
     "cluster_allocations",
     "default_cohort",
     "gpus_held",
+    "placements_utilisation",
     "priority_of",
     "queues_of",
     "quota_limit",
@@ -26,4 +33,5 @@ __all__ = [
     "reservations_overlapping",
     "workload_events",
     "workload_states",
+    "workloads_utilisation",
 ]

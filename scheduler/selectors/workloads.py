@@ -13,20 +13,23 @@ from django.db.models.functions import Coalesce
 from events.models import Event
 from scheduler import events as ev
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadWait
+from scheduler.selectors.utilisation import Utilisation, workloads_utilisation
 
 
 @dataclass(frozen=True)
 class WorkloadState:
-    """A workload's state beside its row: the allocation it holds now, and while it waits
-    why (as of the last cycle) and its place in its project's queue (1: next)."""
+    """A workload's state beside its row: the allocation it holds now (and while it runs
+    how much of it is used), and while it waits why (as of the last cycle) and its place in
+    its project's queue (1: next)."""
 
     placement: Allocation | None = None
     pending_reason: WorkloadWait | None = None
     queue_position: int | None = None
+    utilisation: Utilisation | None = None
 
 
 def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadState]:
-    """The state of each of ``workloads`` by id, in three queries however many they are."""
+    """The state of each of ``workloads`` by id, in four queries however many they are."""
     workloads = list(workloads)
     held = [w.allocation_id for w in workloads if w.allocation_id is not None]
     allocations = {a.pk: a for a in Allocation.objects.filter(pk__in=held)} if held else {}
@@ -40,11 +43,13 @@ def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadSt
             .annotate(ahead=Coalesce(_ahead_in_queue(), 0))
             .values_list("pk", "ahead")
         )
+    utilisations = workloads_utilisation(workloads, allocations)
     return {
         w.pk: WorkloadState(
             placement=allocations.get(w.allocation_id) if w.allocation_id else None,
             pending_reason=waits.get(w.pk),
             queue_position=positions[w.pk] + 1 if w.pk in positions else None,
+            utilisation=utilisations.get(w.pk),
         )
         for w in workloads
     }

@@ -16,10 +16,12 @@ plan, which follows from what the workload is.
 - ``cancellation``: ``workload_cancel``.
 - ``run_states``: a run's provisioning, running and end.
 - ``reservations``: ``reservation_create``, ``reservation_cancel``.
+- ``endpoints``: ``workload_endpoints_set``, where a run's ports are reached.
 - ``workload_stream``: the lock and append the workload writes share.
 """
 
 from scheduler.services.cancellation import workload_cancel
+from scheduler.services.endpoints import workload_endpoints_set
 from scheduler.services.policy import priority_class_define, queue_configure
 from scheduler.services.reservations import reservation_cancel, reservation_create
 from scheduler.services.run_states import (
@@ -44,5 +46,6 @@ __all__ = [
     "run_provisioning",
     "run_started",
     "workload_cancel",
+    "workload_endpoints_set",
     "workload_submit",
 ]

@@ -39,6 +39,7 @@ from schemathesis.specs.openapi.checks import (
 
 from billing import services as billing
 from billing.models import Invoice
+from execution import longpoll
 from metering import services as metering
 from neocloud.wsgi import application
 from scheduler import services as scheduler
@@ -168,6 +169,20 @@ def _unthrottled() -> Iterator[None]:
     APIView.throttle_classes = []
     yield
     APIView.throttle_classes = throttles
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _long_polls_answer_at_once() -> Iterator[None]:
+    """Long polls (an agent's assignments, a workload's followed logs) have their own tests
+    (tests/execution); here their waiting is only time, up to a minute an example."""
+    poll = longpoll.poll
+
+    def at_once(read: Any, done: Any, wait_s: float) -> Any:
+        return poll(read, done, 0)
+
+    longpoll.poll = at_once
+    yield
+    longpoll.poll = poll
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
 from events import projections, store
@@ -65,7 +66,9 @@ class SchedulingLog:
         preemptible: bool = True,
         retry_limit: int = 0,
         restart_policy: str = "never",
+        program: dict[str, Any] | None = None,
     ) -> uuid.UUID:
+        """``program``: what it runs (command, image, env, secrets, working_dir, ports)."""
         workload_id = workload_id or uuid.uuid4()
         self._append(
             ev.WORKLOAD_STREAM,
@@ -96,6 +99,7 @@ class SchedulingLog:
                 price_plan=price_plan,
                 offering=offering,
                 order_id=None,
+                **(program or {}),
             ),
             at,
         )
@@ -107,8 +111,9 @@ class SchedulingLog:
         at: datetime,
         placements: list[tuple[int, int]],
         gpu_model: str = "h100",
+        nodes: list[uuid.UUID] | None = None,
     ) -> uuid.UUID:
-        """``placements``: (GPUs, milli of each) per node."""
+        """``placements``: (GPUs, milli of each) per node (``nodes``' ids, else made up)."""
         allocation_id = uuid.uuid4()
         self._append(
             ev.SCHEDULE_STREAM,
@@ -121,7 +126,7 @@ class SchedulingLog:
                 gpu_model=gpu_model,
                 placements=[
                     ev.PlacementData(
-                        node_id=uuid.uuid4(),
+                        node_id=nodes[i] if nodes else uuid.uuid4(),
                         node=f"n{i}",
                         gpus=list(range(gpus)),
                         gpu_milli=milli,

@@ -1,7 +1,8 @@
 """``manage.py demo``: the embedded default in one process.
 
 Creates the demo data, starts the in-process workers (the consumers of the log and beat's
-scheduling tick, which a production deployment runs as separate processes) and serves HTTP.
+scheduling tick, which a production deployment runs as separate processes), one real node agent
+with fake GPUs for the node of ``examples/demo-agent.yaml``, and serves HTTP.
 Without a broker, cycles and run starts happen right after the request that asks for them;
 the tick ends runs whose time is up, every second.
 
@@ -14,6 +15,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -24,7 +28,17 @@ from django.core.management.commands.runserver import naiveip_re
 from django.db import connection
 
 from events.runner import consumers_start, projection_consumers
-from neocloud.management.commands.demo_setup import KEY_FILE, OPERATOR
+from inventory import services as inventory_services
+from inventory.lifecycle import NodeState
+from neocloud.core.transactions import atomic_with_retry
+from neocloud.management.commands.demo_setup import (
+    AGENT_GPU_MODEL,
+    AGENT_TOKEN_FILE,
+    KEY_FILE,
+    OPERATOR,
+    agent_node_of_demo,
+)
+from tenants.access import Actor
 
 logger = logging.getLogger(__name__)
 TICK_S = 1.0
@@ -47,11 +61,16 @@ class Command(BaseCommand):
         stop = threading.Event()
         consumers_start(projection_consumers(), stop)
         threading.Thread(target=_tick, args=(stop,), name="scheduler-tick", daemon=True).start()
+        logging.getLogger("django.server").addFilter(_WithoutAgentRequests())
+        agent = _agent_start(options["addrport"])
+        threading.Thread(target=_agent_node_provision, args=(stop,), daemon=True).start()
         try:
             # No autoreloader: it would run the server in a child without our workers.
             call_command("runserver", options["addrport"], use_reloader=False)
         finally:
             stop.set()
+            agent.terminate()  # the agent leaves its runs running, as on a real server
+            agent.wait(10)
 
 
 def env_allow_public() -> bool:
@@ -81,6 +100,64 @@ def exposure(addrport: str, *, allow_public: bool) -> str | None:
             " Set DEMO_ALLOW_PUBLIC=1 to serve it there anyway."
         )
     return f"DEMO_ALLOW_PUBLIC=1: serving on {address} exposes {exposed} to the network."
+
+
+class _WithoutAgentRequests(logging.Filter):
+    """The agent's heartbeats and long polls, every few seconds, would bury the requests a
+    user makes in the server's output (they are in var/agent.log from the agent's side)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _AGENT_PATH.search(record.getMessage())  # '"GET /api/v1/... HTTP/1.1" 200'
+
+
+_AGENT_PATH = re.compile(r"/api/v1/nodes/[^/ ]+/(heartbeat|assignments|reports|logs)\b")
+
+
+def _agent_start(addrport: str) -> subprocess.Popen[bytes]:
+    """``neocloud-agent`` for the demo's agent node, with fake GPUs, logging to var/."""
+    match = naiveip_re.match(addrport)  # exposure() checked it
+    host = ((match["addr"] if match else "") or "127.0.0.1").strip("[]")
+    host = "127.0.0.1" if host in {"0.0.0.0", "::"} else host  # noqa: S104
+    url = f"http://{host}:{match['port'] if match else 8000}"
+    command = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "--url",
+        url,
+        "--node-id",
+        str(agent_node_of_demo().pk),
+        "--token-file",
+        str(settings.VAR_DIR / AGENT_TOKEN_FILE),
+        "--state-dir",
+        str(settings.VAR_DIR / "agent"),
+        "--fake-gpus",
+        "4",
+        "--gpu-model",
+        AGENT_GPU_MODEL,
+    ]
+    log = (settings.VAR_DIR / "agent.log").open("ab")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEOCLOUD_DEMO", "DJANGO"))}
+    logger.info("node agent: %s (log var/agent.log)", url)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)  # noqa: S603
+
+
+def _agent_node_provision(stop: threading.Event) -> None:
+    """Provision the agent's node once its agent has reported in (its GPU check needs that)."""
+    try:
+        while not stop.wait(1.0):
+            node = agent_node_of_demo()
+            if node.state != NodeState.REGISTERED:
+                return
+            if node.last_heartbeat_at is not None:
+                atomic_with_retry(
+                    inventory_services.node_provision, actor=Actor.system_actor("demo"), node=node
+                )
+                return
+    except Exception:
+        logger.exception("could not provision the demo's agent node")
+    finally:
+        connection.close()
 
 
 def _tick(stop: threading.Event) -> None:

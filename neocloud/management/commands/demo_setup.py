@@ -1,7 +1,9 @@
 """``manage.py demo_setup``: the demo's data on the embedded default.
 
 An operator for the admin; a customer organization with a project and an API key; the fleet
-of ``examples/fleet.yaml``, provisioned through the simulated driver (in-process tasks).
+of ``examples/fleet.yaml``, provisioned through the simulated driver (in-process tasks), and the
+node of ``examples/demo-agent.yaml``, which a real node agent runs (``manage.py demo`` starts
+it and provisions the node once it reports in) with a fresh token in ``var/``.
 Idempotent, and refused outside the demo (``NEOCLOUD_DEMO=1``, only on the embedded default) so
 no deployment gets these logins.
 """
@@ -25,9 +27,12 @@ from tenants.models import Organization, Scope, User
 OPERATOR = ("admin@neocloud.local", "admin")
 CUSTOMER = ("demo@neocloud.local", "demo")
 KEY_FILE = "demo-api-key.txt"
-
+AGENT_TOKEN_FILE = "demo-agent-token"  # noqa: S105 (a file name)
+AGENT_NODE = ("fra1", "agent-01")  # cluster, node of AGENT_FLEET
+AGENT_GPU_MODEL = "l4-24gb"
 
 FLEET = settings.BASE_DIR / "examples" / "fleet.yaml"
+AGENT_FLEET = settings.BASE_DIR / "examples" / "demo-agent.yaml"
 
 
 class Command(BaseCommand):
@@ -82,10 +87,22 @@ class Command(BaseCommand):
 
     def _fleet(self, actor: Actor) -> None:
         """Import the example fleet and provision whatever is not ready yet."""
-        fleet_import.fleet_import(
-            actor=actor, fleet=fleet_import.fleet_parse_yaml(FLEET.read_text()), dry_run=False
-        )
-        for node in Node.objects.filter(state=NodeState.REGISTERED):
+        for path in (FLEET, AGENT_FLEET):
+            fleet_import.fleet_import(
+                actor=actor, fleet=fleet_import.fleet_parse_yaml(path.read_text()), dry_run=False
+            )
+        for node in Node.objects.filter(state=NodeState.REGISTERED).exclude(driver="agent"):
             atomic_with_retry(inventory_services.node_provision, actor=actor, node=node)
+        _, token = atomic_with_retry(
+            inventory_services.node_token_rotate, actor=actor, node=agent_node_of_demo()
+        )
+        token_file = settings.VAR_DIR / AGENT_TOKEN_FILE
+        token_file.touch(mode=0o600)
+        token_file.write_text(token + "\n")
         ready = Node.objects.filter(state=NodeState.READY).count()
         self.stdout.write(f"fleet:             {ready} of {Node.objects.count()} nodes ready")
+
+
+def agent_node_of_demo() -> Node:
+    cluster, name = AGENT_NODE
+    return Node.objects.get(cluster__slug=cluster, name=name)

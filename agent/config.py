@@ -1,0 +1,132 @@
+"""The agent's configuration: each flag, or its ``NEOCLOUD_*`` variable (PROTOCOL §6)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import socket
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+RUNTIMES = ("process", "podman", "docker")
+
+
+@dataclass(frozen=True)
+class Config:
+    url: str
+    node_id: str
+    token_file: Path
+    state_dir: Path
+    runtime: str
+    fake_gpus: int | None
+    gpu_model: str
+    advertise_address: str
+    heartbeat_s: float
+    poll_wait_s: int
+    log_max_bytes: int
+    stop_grace_s: float
+    log_level: str
+    container_global_args: tuple[str, ...] = ()
+    container_run_args: tuple[str, ...] = ()
+
+
+# flag, variable, type, default, help
+_OPTIONS: list[tuple[str, str, type, object, str]] = [
+    ("--url", "NEOCLOUD_URL", str, None, "the control plane, e.g. https://cloud.example.com"),
+    ("--node-id", "NEOCLOUD_NODE_ID", str, None, "this node's id in the control plane"),
+    ("--token-file", "NEOCLOUD_TOKEN_FILE", Path, None, "file holding the node token"),
+    ("--state-dir", "NEOCLOUD_STATE_DIR", Path, None, "where runs and reports are kept"),
+    ("--runtime", "NEOCLOUD_RUNTIME", str, "process", "process, podman or docker"),
+    ("--fake-gpus", "NEOCLOUD_FAKE_GPUS", int, None, "pretend to have N GPUs (no NVML)"),
+    ("--gpu-model", "NEOCLOUD_GPU_MODEL", str, "", "the fake GPUs' model name"),
+    ("--advertise-address", "NEOCLOUD_ADVERTISE_ADDRESS", str, "", "address others reach"),
+    ("--heartbeat-s", "NEOCLOUD_HEARTBEAT_S", float, 5.0, "seconds between heartbeats"),
+    ("--poll-wait-s", "NEOCLOUD_POLL_WAIT_S", int, 20, "long-poll wait, 0-60 s"),
+    ("--log-max-bytes", "NEOCLOUD_LOG_MAX_BYTES", int, 64 * 1024 * 1024, "per-run log cap"),
+    ("--stop-grace-s", "NEOCLOUD_STOP_GRACE_S", float, 10.0, "grace when an assignment has none"),
+    ("--log-level", "NEOCLOUD_LOG_LEVEL", str, "INFO", "the agent's own log level"),
+    (
+        "--container-global-args",
+        "NEOCLOUD_CONTAINER_GLOBAL_ARGS",
+        str,
+        "",
+        "options before podman/docker's verb, e.g. '--storage-driver vfs' (shell words)",
+    ),
+    (
+        "--container-run-args",
+        "NEOCLOUD_CONTAINER_RUN_ARGS",
+        str,
+        "",
+        "options of every podman/docker run, e.g. '--network none' (shell words)",
+    ),
+]
+_REQUIRED = ("url", "node_id", "token_file", "state_dir")
+
+
+def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neocloud-agent",
+        description="The NeoCloud node agent: runs this node's assignments.",
+    )
+    for flag, variable, kind, default, text in _OPTIONS:
+        # A string default goes through `type` like a flag would: a bad variable is an
+        # argparse error naming the flag.
+        value = environ.get(variable) or default
+        parser.add_argument(flag, type=kind, default=value, help=f"{text} (${variable})")
+    return parser
+
+
+def _address_towards(url: str) -> str:
+    """The local address the control plane's host is reached from (a UDP "connect" only
+    picks a route; nothing is sent), else the host name."""
+    host = urllib.parse.urlsplit(url).hostname or "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return socket.gethostname()
+
+
+def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """The configuration, or exit 2 with argparse's message naming what is wrong."""
+    environ = os.environ if environ is None else environ
+    parser = _parser(environ)
+    args = parser.parse_args(argv)
+    missing = [name for name in _REQUIRED if getattr(args, name) is None]
+    if missing:
+        parser.error(
+            "missing "
+            + ", ".join(f"--{name.replace('_', '-')}" for name in missing)
+            + " (or their NEOCLOUD_* variables)"
+        )
+    if urllib.parse.urlsplit(args.url).scheme not in ("http", "https"):
+        parser.error(f"--url must be http:// or https://, not {args.url!r}")
+    if args.runtime not in RUNTIMES:
+        parser.error(f"--runtime must be one of {', '.join(RUNTIMES)}, not {args.runtime!r}")
+    if args.fake_gpus is not None and (args.fake_gpus < 0 or not args.gpu_model):
+        parser.error("--fake-gpus needs a count >= 0 and --gpu-model")
+    if not 0 <= args.poll_wait_s <= 60:
+        parser.error("--poll-wait-s must be within 0-60")
+    if args.heartbeat_s <= 0 or args.log_max_bytes < 0 or args.stop_grace_s < 0:
+        parser.error("--heartbeat-s must be > 0, --log-max-bytes and --stop-grace-s >= 0")
+    return Config(
+        url=args.url,
+        node_id=args.node_id,
+        token_file=args.token_file,
+        state_dir=args.state_dir,
+        runtime=args.runtime,
+        fake_gpus=args.fake_gpus,
+        gpu_model=args.gpu_model,
+        advertise_address=args.advertise_address or _address_towards(args.url),
+        heartbeat_s=args.heartbeat_s,
+        poll_wait_s=args.poll_wait_s,
+        log_max_bytes=args.log_max_bytes,
+        stop_grace_s=args.stop_grace_s,
+        log_level=args.log_level.upper(),
+        container_global_args=tuple(shlex.split(args.container_global_args)),
+        container_run_args=tuple(shlex.split(args.container_run_args)),
+    )

@@ -1,0 +1,258 @@
+"""Execution reads: what a node's agent runs (its assignments with their derived desired
+state and environment), how a run goes for the driver, and a workload's output.
+
+Desired state is derived, never stored: an assignment is to run while its workload runs on
+its allocation (the workload holds it, it is not released); once not, it is to stop if its
+agent reported it started and not yet ended; else it is not listed at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q, Sum
+
+from execution import longpoll
+from execution.models import ENDED_STATES, Assignment, AssignmentOutput, AssignmentState, LogChunk
+from inventory.drivers import RunOutcome, RunState
+from inventory.models import Gpu, Node
+from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
+from tenants import selectors as tenancy
+from tenants.models import Project
+
+RUN = "run"
+STOP = "stop"
+MASTER_PORT_BASE = 20_000
+MASTER_PORT_SPAN = 20_000  # 20000-39999
+
+
+# --- what a node runs ------------------------------------------------------------------------
+
+
+def node_desired(node: Node) -> list[tuple[Assignment, str]]:
+    """The node's listed assignments and what each should do (run or stop), by id."""
+    running = Workload.objects.filter(
+        pk=OuterRef("workload_id"),
+        allocation_id=OuterRef("allocation_id"),
+        status=WorkloadStatus.RUNNING,
+    )
+    live = Allocation.objects.filter(pk=OuterRef("allocation_id"), released_at__isnull=True)
+    rows = (
+        Assignment.objects.filter(node=node)
+        .annotate(runs_on_it=Exists(running), live=Exists(live))
+        .filter(Q(runs_on_it=True, live=True) | Q(state=AssignmentState.RUNNING))
+        .order_by("id")
+    )
+    return [(a, RUN if a.runs_on_it and a.live else STOP) for a in rows]
+
+
+def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
+    """The listing's version: a digest of its (id, desired) pairs."""
+    text = ";".join(f"{a.pk}={state}" for a, state in desired)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def node_desired_wait(node: Node, *, since: str | None, wait_s: float) -> str:
+    """The listing's version once it differs from ``since``, or after ``wait_s`` anyway."""
+    if since is None:
+        return desired_version(node_desired(node))
+    return longpoll.poll(lambda: desired_version(node_desired(node)), lambda v: v != since, wait_s)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An assignment as its agent gets it."""
+
+    assignment: Assignment
+    desired: str
+    workload: Workload
+    env: dict[str, str]
+    gpus: list[dict[str, Any]]
+    cpu_milli: int
+    memory_mib: int
+
+
+def node_assignments(node: Node) -> tuple[str, list[Listed]]:
+    """The node's listing and its version. The environment holds the secrets' values of the
+    assignments to run: this answer is the only place they leave the control plane."""
+    desired = node_desired(node)
+    rows = [a for a, _ in desired]
+    workloads = Workload.objects.in_bulk({a.workload_id for a in rows})
+    allocations = Allocation.objects.in_bulk({a.allocation_id for a in rows})
+    projects = Project.objects.in_bulk({w.project_id for w in workloads.values()})
+    masters = {
+        a.allocation_id: a.node
+        for a in Assignment.objects.filter(
+            allocation_id__in={a.allocation_id for a in rows}, rank=0
+        ).select_related("node")
+    }
+    uuids = dict(Gpu.objects.filter(node=node).values_list("index", "uuid"))
+    listed = []
+    for assignment, state in desired:
+        workload = workloads[assignment.workload_id]
+        allocation = allocations[assignment.allocation_id]
+        placement = allocation.placements[assignment.rank]
+        secrets = (
+            tenancy.secret_values(projects[workload.project_id], workload.secrets)
+            if state == RUN
+            else {}
+        )
+        listed.append(
+            Listed(
+                assignment=assignment,
+                desired=state,
+                workload=workload,
+                env=_env(
+                    assignment,
+                    workload,
+                    allocation,
+                    projects[workload.project_id],
+                    masters[assignment.allocation_id],
+                    secrets,
+                ),
+                gpus=[{"index": i, "uuid": uuids.get(i, "")} for i in assignment.gpus],
+                cpu_milli=int(placement["cpu_milli"]),
+                memory_mib=int(placement["memory_mib"]),
+            )
+        )
+    return desired_version(desired), listed
+
+
+def _env(
+    assignment: Assignment,
+    workload: Workload,
+    allocation: Allocation,
+    project: Project,
+    master: Node,
+    secrets: dict[str, str],
+) -> dict[str, str]:
+    """The workload's variables, its secrets (names missing from the project are left out)
+    and ours: ids and the gang's rendezvous, the same on every node but the rank's."""
+    env = dict(workload.env)
+    env.update({name: secrets[name] for name in workload.secrets if name in secrets})
+    env.update(
+        {
+            "NEOCLOUD_WORKLOAD_ID": str(workload.pk),
+            "NEOCLOUD_ALLOCATION_ID": str(allocation.pk),
+            "NEOCLOUD_ASSIGNMENT_ID": str(assignment.pk),
+            "NEOCLOUD_PROJECT": project.slug,
+            "NEOCLOUD_NNODES": str(assignment.node_count),
+            # Before the fleet's agents report an address, the node's name stands in.
+            "MASTER_ADDR": getattr(master, "agent_address", "") or master.name,
+            "MASTER_PORT": str(master_port(allocation.pk)),
+            "WORLD_SIZE": str(sum(len(p["gpus"]) for p in allocation.placements)),
+            "NODE_RANK": str(assignment.rank),
+            "LOCAL_WORLD_SIZE": str(len(assignment.gpus)),
+        }
+    )
+    return env
+
+
+def master_port(allocation_id: uuid.UUID) -> int:
+    """The gang's rendezvous port, the same on every node, spread by allocation."""
+    return MASTER_PORT_BASE + allocation_id.int % MASTER_PORT_SPAN
+
+
+def stop_grace_s() -> float:
+    return float(settings.AGENT_STOP_GRACE_S)
+
+
+# --- how a run goes --------------------------------------------------------------------------
+
+
+def run_state(allocation_id: uuid.UUID) -> RunState:
+    """The run from its assignments: failed as soon as one failed (the first by rank names
+    node, rank and cause), succeeded once all exited 0, else running."""
+    assignments = list(
+        Assignment.objects.filter(allocation_id=allocation_id).select_related("node")
+    )
+    for assignment in assignments:
+        cause = failure(assignment)
+        if cause:
+            return RunState(
+                RunOutcome.FAILED, f"node {assignment.node.name} rank {assignment.rank}: {cause}"
+            )
+    if assignments and all(a.state == AssignmentState.EXITED for a in assignments):
+        return RunState(RunOutcome.SUCCEEDED, "exited 0")
+    return RunState(RunOutcome.RUNNING)
+
+
+def failure(assignment: Assignment) -> str:
+    """Why the assignment failed ("" if it did not)."""
+    if assignment.state == AssignmentState.START_FAILED:
+        return f"failed to start: {assignment.message}" if assignment.message else "failed to start"
+    if assignment.state != AssignmentState.EXITED:
+        return ""
+    if assignment.oom:
+        return "out of memory"
+    if assignment.signal is not None:
+        return f"killed by signal {assignment.signal}"
+    if assignment.exit_code is None:
+        message = assignment.message or "lost"
+        return message if message.startswith("lost") else f"lost: {message}"
+    if assignment.exit_code != 0:
+        return f"exit code {assignment.exit_code}"
+    return ""
+
+
+# --- a workload's output ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Output:
+    chunks: list[LogChunk]
+    cursor: int
+    complete: bool
+    truncated_bytes: int
+    dropped_bytes: int
+
+
+def workload_assignments(workload: Workload) -> list[Assignment]:
+    return list(
+        Assignment.objects.filter(workload_id=workload.pk)
+        .select_related("node")
+        .prefetch_related("node__gpus")
+        .order_by("created_at", "rank")
+    )
+
+
+def _complete(workload: Workload) -> bool:
+    """The workload is final and every assignment it had has ended."""
+    fresh = Workload.objects.filter(pk=workload.pk).values_list("status", flat=True).first()
+    return fresh in FINAL_STATUSES and not (
+        Assignment.objects.filter(workload_id=workload.pk).exclude(state__in=ENDED_STATES).exists()
+    )
+
+
+def workload_output(
+    workload: Workload, *, cursor: int, limit: int, follow: bool, wait_s: float
+) -> Output:
+    """Chunks past ``cursor``, oldest first; with ``follow``, waits up to ``wait_s`` for some
+    while the workload may still write any."""
+
+    def read() -> tuple[list[LogChunk], bool]:
+        chunks = list(
+            LogChunk.objects.filter(assignment__workload_id=workload.pk, id__gt=cursor)
+            .select_related("assignment__node")
+            .order_by("id")[:limit]
+        )
+        return chunks, _complete(workload)
+
+    chunks, complete = longpoll.poll(
+        read, lambda found: bool(found[0]) or found[1], wait_s if follow else 0
+    )
+    totals = AssignmentOutput.objects.filter(workload_id=workload.pk).aggregate(
+        truncated=Sum("truncated_bytes"), dropped=Sum("dropped_bytes")
+    )
+    return Output(
+        chunks=chunks,
+        cursor=chunks[-1].pk if chunks else cursor,
+        complete=complete and len(chunks) < limit,
+        truncated_bytes=totals["truncated"] or 0,
+        dropped_bytes=totals["dropped"] or 0,
+    )

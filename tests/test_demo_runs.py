@@ -1,0 +1,115 @@
+"""``manage.py demo`` for real, as ``make demo`` runs it: a server process with its own SQLite,
+the in-process workers and one real node agent with fake GPUs. A job with a command, submitted
+with the demo key, runs on the agent's node and prints its CUDA_VISIBLE_DEVICES into its logs,
+as README shows; then it is metered."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.live import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_ENV_DROPPED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")
+
+
+class Demo:
+    def __init__(self, url: str, key: str) -> None:
+        self.url, self.key = url, key
+
+    def call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(  # noqa: S310 - the test's own server
+            f"{self.url}{path}",
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=40) as response:  # noqa: S310
+            return json.loads(response.read())
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - the test's own server
+            return True
+    except urllib.error.HTTPError:
+        return True  # 401 without a key: it answers
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_ENV_DROPPED}
+    env.update(NEOCLOUD_DEMO="1", NEOCLOUD_VAR_DIR=str(tmp_path), SIMULATED_STEP_DELAY_S="0")
+    log_path = tmp_path / "demo.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "demo", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        key_file = tmp_path / "demo-api-key.txt"
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the demo exited:\n{log_path.read_text()}")
+            if key_file.exists() and _answers(f"http://127.0.0.1:{port}/api/v1/"):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the demo did not answer in time:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield Demo(f"http://127.0.0.1:{port}", key_file.read_text().strip())
+    finally:
+        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: the demo stops its agent
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
+@pytest.mark.smoke
+def test_a_job_with_a_command_runs_under_the_demos_agent_and_prints_its_gpus(demo: Demo) -> None:
+    project = demo.call("/api/v1/projects")["results"][0]["id"]
+    job = demo.call(
+        "/api/v1/workloads",
+        {
+            "project": project,
+            "name": "real-run",
+            "gpu_models": ["l4-24gb"],
+            "gpus_per_node": 2,
+            "command": ["sh", "-c", "echo CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES; sleep 1"],
+        },
+    )
+    deadline = time.monotonic() + 90
+    while (status := demo.call(f"/api/v1/workloads/{job['id']}")["status"]) != "succeeded":
+        assert status in {"pending", "admitted", "scheduled", "provisioning", "running"}, status
+        assert time.monotonic() < deadline, f"still {status}"
+        time.sleep(0.5)
+    (assignment,) = demo.call(f"/api/v1/workloads/{job['id']}/assignments")
+    assert assignment["node"] == "agent-01"
+    assert assignment["exit_code"] == 0
+    indices = ",".join(str(gpu["index"]) for gpu in assignment["gpus"])
+    logs = demo.call(f"/api/v1/workloads/{job['id']}/logs")
+    assert "".join(e["text"] for e in logs["entries"]) == f"CUDA_VISIBLE_DEVICES={indices}\n"
+    assert logs["complete"] is True
+    usage = demo.call("/api/v1/usage?group_by=gpu_model")["results"]
+    (l4,) = [row for row in usage if row["gpu_model"] == "l4-24gb"]
+    assert int(l4["milli_gpu_seconds"]) >= 2_000  # two GPUs for at least a second
