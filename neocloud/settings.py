@@ -310,6 +310,11 @@ if not STRIPE_SIMULATED:
             " embedded default (SQLite, no DATABASE_URL), the only place they are simulated"
         )
 STRIPE_MAX_NETWORK_RETRIES = int(os.environ.get("STRIPE_MAX_NETWORK_RETRIES", "2"))
+# The console's card form: Stripe.js confirms a SetupIntent in the browser with the publishable
+# key (without one, cards are set through the API only). localstripe serves its own Stripe.js
+# at <its address>/js.stripe.com/v3/.
+STRIPE_PUBLISHABLE_KEY = os.environ.get("STRIPE_PUBLISHABLE_KEY", "")
+STRIPE_JS_URL = os.environ.get("STRIPE_JS_URL", "https://js.stripe.com/v3/")
 # Organizations without a billing profile are billed in this country and currency.
 BILLING_DEFAULT_COUNTRY = os.environ.get("BILLING_DEFAULT_COUNTRY", "US")
 BILLING_DEFAULT_CURRENCY = os.environ.get("BILLING_DEFAULT_CURRENCY", "USD")
