@@ -5,6 +5,7 @@ only members who may submit reach it. Django's client for most, Chromium for the
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from playwright.sync_api import Page, expect
 
 from events import store
-from scheduler import services
+from scheduler import services, tasks
 from scheduler.models import Workload, WorkloadWait
 from tests.builders import Builder, commerce, run
 from tests.console.conftest import Member, Role, member_of, serious_violations, sign_in
@@ -290,6 +291,7 @@ def test_a_member_checks_then_submits_in_the_browser(
 
     page.get_by_label("Name").fill("small")
     page.get_by_label("GPUs per node").fill("2")
+    page.get_by_label("Runtime estimate (seconds)").fill("0.5")
     page.get_by_role("button", name="Check").click()
     expect(page.get_by_role("heading", name="Could run now")).to_be_visible()
     assert Workload.objects.count() == 2  # checks write nothing
@@ -299,3 +301,12 @@ def test_a_member_checks_then_submits_in_the_browser(
     workload = Workload.objects.get(name="small")
     assert page.url.endswith(f"/workloads/{workload.pk}")
     assert (workload.gpus_per_node, workload.topology) == (2, "single_node")
+    # Then it runs and ends, and the page follows without a reload.
+    expect(page.locator("#nc-status")).to_have_text("running")
+    page.evaluate("window.ncSamePage = true")
+    time.sleep(0.6)
+    tasks.tick()  # beat's tick ends the run once its runtime is up
+    expect(page.locator("#nc-status")).to_have_text("succeeded", timeout=10_000)
+    assert page.evaluate("window.ncSamePage") is True
+    workload.refresh_from_db()
+    assert workload.status == "succeeded"
