@@ -66,4 +66,9 @@ class Command(BaseCommand):
                     continue
                 page.screenshot(path=str(out / f"{name}.png"), full_page=True)
                 self.stdout.write(f"{out / name}.png")
+                if name == "workloads" and page.locator("main table a").count():
+                    page.locator("main table a").first.click()  # the newest workload's page
+                    page.wait_for_load_state()
+                    page.screenshot(path=str(out / "workload.png"), full_page=True)
+                    self.stdout.write(f"{out / 'workload'}.png")
             browser.close()
