@@ -3,17 +3,13 @@ own download cannot be fetched here) against pytest-django's live server, on the
 database. ``make test`` installs Debian's ``chromium`` where it is missing (as root); without
 one, the browser tests are skipped, saying so.
 
-Playwright's sync API keeps an event loop in the test's thread, which Django takes for an
-async context; the ORM calls the tests make around the browser are synchronous all the same.
+(The browser itself is set up in tests/conftest.py.)
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -24,28 +20,8 @@ from scheduler import scheduling
 from tenants.models import Organization, Project, Role, User
 from tests.builders import Builder
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = os.environ.get("NEOCLOUD_CHROMIUM") or shutil.which("chromium") or ""
-# The flags this machine's network needs (no background connections it would refuse).
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "correct horse battery staple"
 SERIOUS = {"serious", "critical"}
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    if not CHROMIUM:
-        pytest.skip("no chromium here (make test installs Debian's chromium as root)")
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
 @dataclass
