@@ -25,12 +25,21 @@ from billing.models import (
     TaxRate,
 )
 from billing.money import Money
-from billing.rating import Credit, Price, PriceBook, ReservationWindow
+from billing.rating import (
+    Credit,
+    Price,
+    PriceBook,
+    ReservationWindow,
+    Unpriced,
+    rate_reservations,
+    rate_usage,
+)
 from billing.sla import SCHEDULER_TYPES, Promise
 from catalog.models import PricePlan
 from events import projections, store
 from events.consumers import ProjectionConsumer, consumer_catch_up
 from inventory.models import Cluster
+from metering.intervals import month_of
 from metering.selectors import UsageLine, usage_lines
 from neocloud.core.errors import NotFound
 from scheduler.selectors import reservations_for_billing
@@ -183,6 +192,28 @@ def reservation_windows(
         )
         for reservation in reservations_for_billing(organization_id, start, end)
     ]
+
+
+def charges_month_to_date(organization_id: UUID, now: datetime) -> dict[str, int] | None:
+    """What the organization's usage and reservations of the UTC month of ``now`` cost up to
+    ``now``, per currency: rated as closing the month rates them, before its commitment,
+    credits and tax. As fresh as metering's usage projection (not caught up here: a page
+    reads it). None while some of it has no price (closing would wait for an operator)."""
+    start, _ = month_of(now)
+    prices = price_book()
+    try:
+        charges = rate_usage(usage_for(organization_id, start, now), prices) + rate_reservations(
+            reservation_windows(organization_id, start, now, regions_of_clusters()),
+            prices,
+            start,
+            now,
+        )
+    except Unpriced:
+        return None
+    spent: dict[str, int] = {}
+    for line in charges:
+        spent[line.currency] = spent.get(line.currency, 0) + line.amount_minor
+    return dict(sorted(spent.items()))
 
 
 def credits_available(organization_id: UUID) -> list[Credit]:

@@ -49,6 +49,8 @@ class ChargeOutcome:
 class PaymentGateway(Protocol):
     def customer_create(self, *, organization_id: uuid.UUID, email: str, name: str) -> str: ...
 
+    def setup_intent_create(self, *, customer_id: str) -> str: ...
+
     def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card: ...
 
     def charge(
@@ -82,6 +84,16 @@ class StripeGateway:
             options={"idempotency_key": f"customer/{organization_id}"},
         )
         return str(customer.id)
+
+    def setup_intent_create(self, *, customer_id: str) -> str:
+        """A SetupIntent for the customer's next card, saved for payments made without them
+        (``off_session``); its client secret is what Stripe.js confirms the card with. No
+        idempotency key: each visit to the card form gets its own, unused ones expire."""
+        intent = self._call(
+            self.client.v1.setup_intents.create,
+            params={"customer": customer_id, "usage": "off_session"},
+        )
+        return str(intent.client_secret)
 
     def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card:
         try:
@@ -171,6 +183,9 @@ class SimulatedGateway:
 
     def customer_create(self, *, organization_id: uuid.UUID, email: str, name: str) -> str:
         return f"cus_sim_{organization_id.hex[:16]}"
+
+    def setup_intent_create(self, *, customer_id: str) -> str:
+        return f"seti_sim_{uuid.uuid4().hex[:16]}_secret_simulated"
 
     def payment_method_attach(self, *, customer_id: str, payment_method_id: str) -> Card:
         if payment_method_id == "pm_card_visa_chargeDeclined":

@@ -79,8 +79,10 @@ SECURE_PROXY_SSL_HEADER = (
     (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 )
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=False)
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=False)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=False)
+# Secure outside the embedded default (which serves plain HTTP on loopback); a deployment that
+# serves plain HTTP anyway must say so (SESSION_COOKIE_SECURE=false, CSRF_COOKIE_SECURE=false).
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=not EMBEDDED)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=not EMBEDDED)
 SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
@@ -106,8 +108,40 @@ INSTALLED_APPS = [
     "orders",
     "metering",
     "billing",
+    "console",
+    "django_htmx",
+    "axes",
 ]
 AUTH_USER_MODEL = "tenants.User"
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses sign-ins while locked out
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_URL = "console:sign-in"
+LOGIN_REDIRECT_URL = "console:overview"
+
+# --- sign-in throttle (django-axes): per e-mail and address, then a cool-off ---------------
+AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_FORM_FIELD = "username"  # the sign-in form's (the e-mail), not USERNAME_FIELD
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# --- e-mail (password resets, invitations): the console backend unless SMTP is configured ---
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=True)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "NeoCloud <noreply@localhost>")
+# Self sign-up on the console's sign-in page, for operators who sell to anyone.
+CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -118,6 +152,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "neocloud.api.middleware.JsonApiErrorsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out sign-in
 ]
 
 ROOT_URLCONF = "neocloud.urls"
@@ -274,6 +310,11 @@ if not STRIPE_SIMULATED:
             " embedded default (SQLite, no DATABASE_URL), the only place they are simulated"
         )
 STRIPE_MAX_NETWORK_RETRIES = int(os.environ.get("STRIPE_MAX_NETWORK_RETRIES", "2"))
+# The console's card form: Stripe.js confirms a SetupIntent in the browser with the publishable
+# key (without one, cards are set through the API only). localstripe serves its own Stripe.js
+# at <its address>/js.stripe.com/v3/.
+STRIPE_PUBLISHABLE_KEY = os.environ.get("STRIPE_PUBLISHABLE_KEY", "")
+STRIPE_JS_URL = os.environ.get("STRIPE_JS_URL", "https://js.stripe.com/v3/")
 # Organizations without a billing profile are billed in this country and currency.
 BILLING_DEFAULT_COUNTRY = os.environ.get("BILLING_DEFAULT_COUNTRY", "US")
 BILLING_DEFAULT_CURRENCY = os.environ.get("BILLING_DEFAULT_CURRENCY", "USD")

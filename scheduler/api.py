@@ -17,11 +17,9 @@ from rest_framework.views import APIView
 from events.serializers import AuditEventSerializer
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
-from neocloud.core.errors import ValidationFailed
-from scheduler import hooks, selectors, services
+from scheduler import selectors, services
 from scheduler import serializers as s
 from scheduler.models import Reservation, Workload
-from scheduler.specs import PricePlan, RestartPolicy, WorkloadKind, WorkloadSpec, program
 from tenants.access import Action
 from tenants.models import Project
 from tenants.permissions import IsOperator
@@ -30,6 +28,12 @@ from tenants.viewsets import TenantViewSet
 
 class WorkloadCursor(Cursor):
     ordering = "-submitted_at"
+
+
+def _dry_run(request: Request) -> bool:
+    query = s.WorkloadCreateQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return bool(query.validated_data["dry_run"])
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
@@ -54,15 +58,24 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(_shown([self.get_object()])[0])
 
-    @extend_schema(request=s.WorkloadCreateSerializer, responses={201: s.WorkloadSerializer})
-    @idempotent()
+    @extend_schema(
+        request=s.WorkloadCreateSerializer,
+        parameters=[s.WorkloadCreateQuerySerializer],
+        responses={201: s.WorkloadSerializer, 200: s.DryRunSerializer},
+    )
+    @idempotent(unless=_dry_run)
     def create(self, request: Request) -> Response:
-        """Submit a workload, directly or against a catalog offering (``offering``)."""
+        """Submit a workload, directly or against a catalog offering (``offering``). With
+        ``dry_run=true``: the same checks and errors, then whether the scheduler would place
+        it now, and if not why (the ``pending_reason`` it would get); nothing is written."""
+        dry_run = _dry_run(request)
         data = self.validated(s.WorkloadCreateSerializer, request.data)
         project: Project = data.pop("project")
-        workload = self.perform(
-            services.workload_submit, project=project, spec=_spec(data, request.data)
-        )
+        spec = s.workload_spec_of(data, request.data)
+        if dry_run:
+            answer = self.perform(services.workload_dry_run, project=project, spec=spec)
+            return Response(s.DryRunSerializer(answer).data)
+        workload = self.perform(services.workload_submit, project=project, spec=spec)
         return Response(_shown([workload])[0], status=201)
 
     @extend_schema(request=s.WorkloadCancelSerializer, responses=s.WorkloadSerializer)
@@ -87,41 +100,6 @@ def _shown(workloads: Iterable[Workload]) -> list[dict[str, Any]]:
     workloads = list(workloads)
     context = {"states": selectors.workload_states(workloads)}
     return list(s.WorkloadSerializer(workloads, many=True, context=context).data)
-
-
-def _spec(data: dict[str, Any], raw: Any) -> WorkloadSpec:
-    """The spec asked for; with an offering, the offering's terms fill what was not given."""
-    offering = data.pop("offering", None)
-    if offering:
-        given = {k: v for k, v in data.items() if k in raw and k != "region"}
-        spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
-        if spec is None:
-            raise ValidationFailed(
-                "no catalog to run offerings from", fields={"offering": ["unknown"]}
-            )
-        return spec
-    return WorkloadSpec(
-        name=data["name"],
-        gpu_models=tuple(data["gpu_models"]),
-        kind=WorkloadKind(data["kind"]),
-        gpus_per_node=data["gpus_per_node"],
-        nodes=data["nodes"],
-        min_nodes=data.get("min_nodes"),
-        gpu_milli=data["gpu_milli"],
-        cpu_milli=data["cpu_milli"],
-        memory_mib=data["memory_mib"],
-        priority_class=data["priority_class"],
-        preemptible=data["preemptible"],
-        topology=data["topology"],
-        runtime_estimate_s=data.get("runtime_estimate_s"),
-        max_runtime_s=data.get("max_runtime_s"),
-        retry_limit=data["retry_limit"],
-        restart_policy=RestartPolicy(data["restart_policy"]),
-        region=data.get("region"),
-        reservation=data.get("reservation"),
-        price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
-        **program(data),
-    )
 
 
 class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):

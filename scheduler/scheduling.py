@@ -40,15 +40,19 @@ from scheduler import events as ev
 from scheduler import triggers
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
-from scheduler.engine.model import Allocation, Decisions, PendingReason, Snapshot
+from scheduler.engine.model import Allocation, Decisions, PendingReason
 from scheduler.models import SchedulerLease, WorkloadStatus, WorkloadWait
 from scheduler.snapshot import (
     ClusterView,
     allocation_of,
     cluster_usage,
     cluster_view,
+    engine_of,
     epoch,
+    placements_of,
+    reason_shown,
     request_of,
+    waiting_of,
 )
 from tenants import events as tenancy
 
@@ -173,9 +177,7 @@ class ClusterState:
             usage = cluster_usage(
                 cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, timezone.now()
             )
-        running = view.faults + tuple(a for _, a in view.running.values())
-        engine = Scheduler(Snapshot(view.nodes, running), view.policy)
-        return cls(cluster_id, term, position, version, view, engine, usage)
+        return cls(cluster_id, term, position, version, view, engine_of(view), usage)
 
     def started(self, allocation: Allocation, at: float) -> None:
         self.usage.start(allocation.queue, allocation.organization, allocation.gpu_milli, at)
@@ -348,7 +350,7 @@ def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
 def _decide(state: ClusterState) -> CycleResult:
     view, now = state.view, timezone.now()
     began = time.perf_counter()
-    pending = [view.requests[w] for w in sorted(view.waiting)]
+    pending = waiting_of(view)
     state.engine.fair_share(*state.usage.as_of(now.timestamp()))
     decisions = state.engine.cycle(pending, now.timestamp())
     decided = time.perf_counter()
@@ -438,17 +440,7 @@ def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -
                 organization_id=uuid.UUID(request.organization),
                 project_id=uuid.UUID(request.project),
                 gpu_model=allocation.gpu_model,
-                placements=[
-                    ev.PlacementData(
-                        node_id=uuid.UUID(p.node),
-                        node=view.node_names.get(p.node, p.node),
-                        gpus=list(p.gpus),
-                        gpu_milli=p.gpu_milli,
-                        cpu_milli=p.cpu_milli,
-                        memory_mib=p.memory_mib,
-                    )
-                    for p in allocation.placements
-                ],
+                placements=placements_of(view, allocation),
                 granted_at=now,
             )
         )
@@ -494,9 +486,7 @@ def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) ->
         WorkloadWait(
             workload_id=uuid.UUID(workload),
             cluster_id=state.cluster_id,
-            code=reason.code.value,
-            message=reason.message[:500],
-            figures=_plain(reason.figures),
+            **reason_shown(reason),
             updated_at=now,
         )
         for workload, reason in decisions.pending.items()
@@ -511,14 +501,3 @@ def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) ->
         )
         for row in changed:
             state.reasons[str(row.workload_id)] = decisions.pending[str(row.workload_id)]
-
-
-def _plain(figures: object) -> object:
-    """Figures as JSON can hold them."""
-    if isinstance(figures, dict):
-        return {str(k): _plain(v) for k, v in figures.items()}
-    if isinstance(figures, list | tuple | set | frozenset):
-        return [_plain(v) for v in figures]
-    if isinstance(figures, str | int | float | bool) or figures is None:
-        return figures
-    return str(figures)

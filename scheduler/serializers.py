@@ -22,6 +22,8 @@ from neocloud.api.fields import (
     StrictUUIDField,
     UniqueListField,
 )
+from neocloud.core.errors import ValidationFailed
+from scheduler import hooks
 from scheduler.engine import Topology
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from scheduler.selectors import WorkloadState
@@ -44,6 +46,8 @@ from scheduler.specs import (
     PricePlan,
     RestartPolicy,
     WorkloadKind,
+    WorkloadSpec,
+    program,
 )
 from tenants.models import Project
 from tenants.secrets import MAX_VARIABLE_NAME
@@ -252,6 +256,45 @@ class WorkloadCreateSerializer(ProgramFields):
     )
 
 
+class WorkloadCreateQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    dry_run = serializers.BooleanField(
+        default=False,
+        help_text="Only check: 200 with whether it could run now and if not why; nothing"
+        " is written (an Idempotency-Key is not used up).",
+    )
+
+
+class DryRunPlacementSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    node_id = serializers.UUIDField()
+    node = serializers.CharField()
+    gpus = serializers.ListField(child=serializers.IntegerField())
+    gpu_milli = serializers.IntegerField()
+    cpu_milli = serializers.IntegerField()
+    memory_mib = serializers.IntegerField()
+
+
+class DryRunReasonSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    code = serializers.CharField()
+    message = serializers.CharField()
+    figures = serializers.DictField()
+
+
+class DryRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    could_run_now = serializers.BooleanField(
+        help_text="Whether the scheduler would place it now, on the cluster as it is."
+    )
+    reason = DryRunReasonSerializer(
+        allow_null=True, help_text="If not, why: the pending_reason it would get."
+    )
+    gpu_model = serializers.CharField(allow_null=True)
+    placement = DryRunPlacementSerializer(
+        many=True, allow_null=True, help_text="If so, where: nodes and GPU indices."
+    )
+    preempts = serializers.IntegerField(
+        help_text="Running workloads it would take GPUs back from to start."
+    )
+
+
 class WorkloadCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
     reason = StrictCharField(max_length=200, required=False, default="")
 
@@ -318,3 +361,39 @@ class ClusterAllocationSerializer(serializers.Serializer):  # type: ignore[type-
     cluster = serializers.CharField()
     cluster_id = serializers.UUIDField()
     gpu_models = ModelAllocationSerializer(many=True)
+
+
+def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
+    """The spec a validated ``WorkloadCreateSerializer`` asks for (``raw``: the data it was
+    given, to tell what was given); with an offering, the offering's terms fill the rest."""
+    offering = data.pop("offering", None)
+    if offering:
+        given = {k: v for k, v in data.items() if k in raw and k != "region"}
+        spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
+        if spec is None:
+            raise ValidationFailed(
+                "no catalog to run offerings from", fields={"offering": ["unknown"]}
+            )
+        return spec
+    return WorkloadSpec(
+        name=data["name"],
+        gpu_models=tuple(data["gpu_models"]),
+        kind=WorkloadKind(data["kind"]),
+        gpus_per_node=data["gpus_per_node"],
+        nodes=data["nodes"],
+        min_nodes=data.get("min_nodes"),
+        gpu_milli=data["gpu_milli"],
+        cpu_milli=data["cpu_milli"],
+        memory_mib=data["memory_mib"],
+        priority_class=data["priority_class"],
+        preemptible=data["preemptible"],
+        topology=data["topology"],
+        runtime_estimate_s=data.get("runtime_estimate_s"),
+        max_runtime_s=data.get("max_runtime_s"),
+        retry_limit=data["retry_limit"],
+        restart_policy=RestartPolicy(data["restart_policy"]),
+        region=data.get("region"),
+        reservation=data.get("reservation"),
+        price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
+        **program(data),
+    )

@@ -17,15 +17,19 @@ from django.utils import timezone
 
 from inventory.lifecycle import NodeState
 from inventory.selectors import nodes_in_service
+from scheduler import events as ev
+from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import (
     Allocation,
     Node,
+    PendingReason,
     Placement,
     Policy,
     QueueConfig,
     Request,
     Reservation,
+    Snapshot,
     Topology,
 )
 from scheduler.models import (
@@ -117,6 +121,55 @@ class ClusterView:
     requests: dict[str, Request]  # every workload waiting or holding GPUs
     waiting: dict[str, bool]  # waiting workload -> already admitted
     policy: Policy
+
+
+def engine_of(view: ClusterView) -> Scheduler:
+    """The engine holding what the view has running, faulty GPUs included."""
+    running = view.faults + tuple(a for _, a in view.running.values())
+    return Scheduler(Snapshot(view.nodes, running), view.policy)
+
+
+def waiting_of(view: ClusterView) -> list[Request]:
+    """The view's waiting work, in the order a cycle is given it."""
+    return [view.requests[w] for w in sorted(view.waiting)]
+
+
+def placements_of(view: ClusterView, allocation: Allocation) -> list[ev.PlacementData]:
+    """An allocation's nodes and GPUs in the log's words."""
+    return [
+        ev.PlacementData(
+            node_id=uuid.UUID(p.node),
+            node=view.node_names.get(p.node, p.node),
+            gpus=list(p.gpus),
+            gpu_milli=p.gpu_milli,
+            cpu_milli=p.cpu_milli,
+            memory_mib=p.memory_mib,
+        )
+        for p in allocation.placements
+    ]
+
+
+MAX_REASON_MESSAGE = 500  # ``WorkloadWait.message``
+
+
+def reason_shown(reason: PendingReason) -> dict[str, Any]:
+    """A pending reason as a workload's ``WorkloadWait`` keeps it (and the API shows it)."""
+    return {
+        "code": reason.code.value,
+        "message": reason.message[:MAX_REASON_MESSAGE],
+        "figures": _plain(reason.figures),
+    }
+
+
+def _plain(figures: object) -> object:
+    """Figures as JSON can hold them."""
+    if isinstance(figures, dict):
+        return {str(k): _plain(v) for k, v in figures.items()}
+    if isinstance(figures, list | tuple | set | frozenset):
+        return [_plain(v) for v in figures]
+    if isinstance(figures, str | int | float | bool) or figures is None:
+        return figures
+    return str(figures)
 
 
 def cluster_view(cluster_id: uuid.UUID) -> ClusterView:

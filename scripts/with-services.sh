@@ -32,6 +32,7 @@
 # LOCALSTRIPE_URL and stopped on exit like the others.
 # Podman, for the node agent's container runtime test: installed with runc (apt-get, as root)
 # where missing; where it cannot be, that test is skipped and says why.
+# Chromium, for the console's browser tests: Debian's package (apt-get, as root) where missing.
 # One line per service on stderr tells which one is used.
 #
 # CMD runs in the foreground: Ctrl-C, or a signal sent to the whole process
@@ -395,6 +396,18 @@ setup_podman() {
     fi
 }
 
+# ---------------------------------------------------------------- chromium
+
+setup_chromium() {
+    if have chromium; then
+        log "chromium: $(command -v chromium)"
+    elif apt_install chromium; then
+        log "chromium: installed"
+    else
+        log "chromium: not available (the console's browser tests will be skipped)"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 
 # shellcheck disable=SC2329  # invoked by the EXIT trap
@@ -422,6 +435,7 @@ setup_postgres
 setup_redis
 setup_stripe
 setup_podman
+setup_chromium
 export DATABASE_URL REDIS_URL
 
 status=0

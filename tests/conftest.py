@@ -7,6 +7,8 @@ trigger is disabled, or dropped, around it and restored at once.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +17,31 @@ from django.db import connection
 from django.db.backends.postgresql.operations import DatabaseOperations
 
 from tests.builders import Builder
+
+# Playwright's sync API keeps an event loop in the test's thread, which Django takes for an
+# async context; the ORM calls tests make around the browser are synchronous all the same.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+# Browser tests (pytest-playwright) drive the distribution's Chromium: Playwright's own download
+# cannot be fetched here. ``make test`` installs Debian's package where missing (as root).
+CHROMIUM = os.environ.get("NEOCLOUD_CHROMIUM") or shutil.which("chromium") or ""
+# The flags this machine's network needs (no background connections it would refuse).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    if not CHROMIUM:
+        pytest.skip("no chromium here (make test installs Debian's chromium as root)")
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,6 +9,10 @@ import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key")
 os.environ.setdefault("SECRETS_KEYS", "bmVvY2xvdWQtdGVzdHMtb25seS1zZWNyZXRzLWtleSE=")
+# The test servers (live_server, gunicorn) speak plain HTTP: cookies that a browser sends over
+# it (a deployment's default is secure, tests/test_settings.py checks).
+os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
+os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 if os.environ.get("DATABASE_URL"):
     os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
     os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")

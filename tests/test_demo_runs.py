@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Page, expect
 
 from tests.live import free_port
 
@@ -113,3 +115,30 @@ def test_a_job_with_a_command_runs_under_the_demos_agent_and_prints_its_gpus(dem
     usage = demo.call("/api/v1/usage?group_by=gpu_model")["results"]
     (l4,) = [row for row in usage if row["gpu_model"] == "l4-24gb"]
     assert int(l4["milli_gpu_seconds"]) >= 2_000  # two GPUs for at least a second
+
+
+@pytest.mark.smoke
+def test_a_new_user_signs_in_submits_a_job_and_watches_it_run_and_be_metered(
+    demo: Demo, page: Page
+) -> None:
+    """README's promise for ``make demo``, in the browser: the console at ``/``."""
+    page.goto(f"{demo.url}/")
+    page.get_by_label("E-mail").fill("demo@neocloud.local")
+    page.get_by_label("Password").fill("demo")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+
+    page.get_by_role("link", name="New workload").click()
+    page.get_by_label("Name").fill("first-job")
+    page.get_by_label("GPU model, first choice").select_option("a100-sxm4-80gb")
+    page.get_by_label("GPUs per node").fill("2")
+    page.get_by_label("Runtime estimate (seconds)").fill("2")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r"/workloads/[0-9a-f-]{36}$"))
+    expect(page.locator("#nc-status")).to_have_text("succeeded", timeout=30_000)
+
+    page.get_by_role("link", name="Usage").click()
+    expect(page.get_by_role("cell", name="a100-sxm4-80gb").first).to_be_visible(timeout=10_000)
+    usage = demo.call("/api/v1/usage?group_by=gpu_model")["results"]
+    (a100,) = [row for row in usage if row["gpu_model"] == "a100-sxm4-80gb"]
+    assert int(a100["milli_gpu_seconds"]) >= 4_000  # two GPUs for its two seconds

@@ -157,3 +157,20 @@ def test_the_demo_command_needs_the_demo_settings(settings) -> None:  # type: ig
 
     with pytest.raises(CommandError, match="NEOCLOUD_DEMO=1"):
         call_command("demo", "127.0.0.1:8000")
+
+
+def test_session_and_csrf_cookies_are_secure_outside_the_embedded_default(tmp_path: Path) -> None:
+    unsaid = {k: v for k, v in PRODUCTION.items() if not k.endswith("_COOKIE_SECURE")}
+    assert setting("SESSION_COOKIE_SECURE", unsaid) == "True"
+    assert setting("CSRF_COOKIE_SECURE", unsaid) == "True"
+    plain_http = {**unsaid, "SESSION_COOKIE_SECURE": "false", "CSRF_COOKIE_SECURE": "false"}
+    assert setting("SESSION_COOKIE_SECURE", plain_http) == "False"
+    embedded = {"SECRET_KEY": "s", "NEOCLOUD_VAR_DIR": str(tmp_path)}
+    assert setting("SESSION_COOKIE_SECURE", embedded) == "False"
+
+
+def test_e_mail_goes_to_the_console_unless_smtp_is_configured(tmp_path: Path) -> None:
+    embedded = {"SECRET_KEY": "s", "NEOCLOUD_VAR_DIR": str(tmp_path)}
+    assert setting("EMAIL_BACKEND", embedded) == "django.core.mail.backends.console.EmailBackend"
+    smtp = {**PRODUCTION, "EMAIL_HOST": "smtp.example.com"}
+    assert setting("EMAIL_BACKEND", smtp) == "django.core.mail.backends.smtp.EmailBackend"

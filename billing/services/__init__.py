@@ -12,7 +12,12 @@ Each module states its lock order. Reads, including the payment check of new wor
 (``payment_refusal``), are in ``billing.selectors``.
 """
 
-from billing.services.accounts import account_profile_set, credit_grant, payment_method_set
+from billing.services.accounts import (
+    account_profile_set,
+    card_setup_start,
+    credit_grant,
+    payment_method_set,
+)
 from billing.services.closing import (
     CloseReport,
     Inputs,
@@ -37,6 +42,7 @@ __all__ = [
     "Inputs",
     "Period",
     "account_profile_set",
+    "card_setup_start",
     "collect_due",
     "credit_grant",
     "credit_note_issue",

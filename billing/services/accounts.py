@@ -4,8 +4,9 @@ and the card invoices are charged to.
 Concurrency: every operation runs concurrently with itself. An account's writes lock its
 ``BillingAccount`` row, then append (the log's lock); with no row yet, the stream's
 ``NO_STREAM`` makes the second of two first writes conflict and retry. ``payment_method_set``
-calls Stripe, so it runs outside any transaction: each record is its own short one, and a
-customer created twice (same idempotency key: the same customer) is recorded once.
+and ``card_setup_start`` call Stripe, so they run outside any transaction: each record is its
+own short one, and a customer created twice (same idempotency key: the same customer) is
+recorded once.
 """
 
 from __future__ import annotations
@@ -138,20 +139,7 @@ def payment_method_set(
     Calls Stripe, so it runs outside a transaction; each record is its own short one."""
     actor.require(Action.INVOICE_PAY, organization)
     pay = pay or gateway()
-    account = BillingAccount.objects.filter(organization=organization).first()
-    customer_id = account.stripe_customer_id if account else ""
-    if not customer_id:
-        customer_id = pay.customer_create(
-            organization_id=organization.pk,
-            email=organization.billing_email,
-            name=organization.name,
-        )
-        atomic_with_retry(
-            _account_record,
-            actor=actor,
-            organization=organization,
-            event=ev.StripeCustomerCreated(customer_id=customer_id),
-        )
+    customer_id = _stripe_customer(actor, organization, pay)
     card = pay.payment_method_attach(customer_id=customer_id, payment_method_id=payment_method_id)
     atomic_with_retry(
         _account_record,
@@ -162,6 +150,37 @@ def payment_method_set(
         ),
     )
     return BillingAccount.objects.get(organization=organization)
+
+
+def card_setup_start(
+    *, actor: Actor, organization: Organization, pay: PaymentGateway | None = None
+) -> str:
+    """Begin Stripe's own card flow: a SetupIntent for the organization's Stripe customer
+    (created on first use), whose client secret Stripe.js confirms the card with in the
+    browser, so card numbers never reach us; the PaymentMethod it makes is then set with
+    ``payment_method_set``.
+
+    Calls Stripe, so it runs outside a transaction, like ``payment_method_set``."""
+    actor.require(Action.INVOICE_PAY, organization)
+    pay = pay or gateway()
+    return pay.setup_intent_create(customer_id=_stripe_customer(actor, organization, pay))
+
+
+def _stripe_customer(actor: Actor, organization: Organization, pay: PaymentGateway) -> str:
+    """The organization's Stripe customer, created and recorded on first use."""
+    account = BillingAccount.objects.filter(organization=organization).first()
+    if account is not None and account.stripe_customer_id:
+        return account.stripe_customer_id
+    customer_id = pay.customer_create(
+        organization_id=organization.pk, email=organization.billing_email, name=organization.name
+    )
+    atomic_with_retry(
+        _account_record,
+        actor=actor,
+        organization=organization,
+        event=ev.StripeCustomerCreated(customer_id=customer_id),
+    )
+    return customer_id
 
 
 def _account_record(*, actor: Actor, organization: Organization, event: DomainEvent) -> None:

@@ -52,16 +52,19 @@ class IdempotencyKeyInvalid(ApplicationError):
     http_status = 400
 
 
-def idempotent(*, redact: Collection[str] = ()) -> Callable[[View], View]:
+def idempotent(
+    *, redact: Collection[str] = (), unless: Callable[[Request], bool] | None = None
+) -> Callable[[View], View]:
     """Make a DRF view method honour ``Idempotency-Key``. Keys are per caller: the view names
     its caller (``actor.label``, as ``tenants.viewsets.TenantViewSet`` has it), so this layer
-    needs no app."""
+    needs no app. A request ``unless`` holds for (a dry run) writes nothing, so its key is
+    neither claimed nor its response stored: the real request with that key still runs."""
 
     def decorate(method: View) -> View:
         @wraps(method)
         def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
             key = request.headers.get(HEADER)
-            if key is None:
+            if key is None or (unless is not None and unless(request)):
                 return method(view, request, *args, **kwargs)
             if not key or len(key) > MAX_KEY_LENGTH:
                 raise IdempotencyKeyInvalid(

@@ -12,7 +12,8 @@ plan, which follows from what the workload is.
 - ``policy``: priority classes, queues.
 - ``standing``: the organization's standing and the approval threshold.
 - ``shape``: what a spec may ask for, and the cluster it goes to.
-- ``submission``: ``workload_submit``.
+- ``submission``: ``workload_submit``, and ``check_submission``, all it checks.
+- ``dry_run``: ``workload_dry_run``, the same checks and the engine's say, nothing written.
 - ``cancellation``: ``workload_cancel``.
 - ``run_states``: a run's provisioning, running and end.
 - ``reservations``: ``reservation_create``, ``reservation_cancel``.
@@ -21,6 +22,7 @@ plan, which follows from what the workload is.
 """
 
 from scheduler.services.cancellation import workload_cancel
+from scheduler.services.dry_run import DryRun, workload_dry_run
 from scheduler.services.endpoints import workload_endpoints_set
 from scheduler.services.policy import priority_class_define, queue_configure
 from scheduler.services.reservations import reservation_cancel, reservation_create
@@ -32,10 +34,12 @@ from scheduler.services.run_states import (
     run_started,
 )
 from scheduler.services.standing import check_standing
-from scheduler.services.submission import workload_submit
+from scheduler.services.submission import check_submission, workload_submit
 
 __all__ = [
+    "DryRun",
     "check_standing",
+    "check_submission",
     "priority_class_define",
     "queue_configure",
     "reservation_cancel",
@@ -46,6 +50,7 @@ __all__ = [
     "run_provisioning",
     "run_started",
     "workload_cancel",
+    "workload_dry_run",
     "workload_endpoints_set",
     "workload_submit",
 ]

@@ -43,6 +43,28 @@ def workload_submit(
     """Validate ``spec`` against the fleet, the quota and the organization's standing, and
     queue it on a cluster. ``order_id``: the approved order it fulfils (then it may be over
     the approval threshold)."""
+    submitted = check_submission(actor=actor, project=project, spec=spec, order_id=order_id)
+    with transaction.atomic():
+        store.append(
+            ev.WORKLOAD_STREAM,
+            str(submitted.workload_id),
+            [submitted],
+            expected_version=NO_STREAM,
+            metadata=actor.metadata(submitted.organization_id),
+        )
+        triggers.cycle_wanted(submitted.cluster_id)
+    return Workload.objects.get(pk=submitted.workload_id)
+
+
+def check_submission(
+    *,
+    actor: Actor,
+    project: Project,
+    spec: WorkloadSpec,
+    order_id: uuid.UUID | None = None,
+) -> ev.WorkloadSubmitted:
+    """Every check of ``workload_submit``, and the event it would append (a new workload id,
+    on the cluster chosen for it). A dry run passes the same checks."""
     organization = Organization.objects.get(pk=project.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     visible = actor.visible_project_ids(organization.pk)
@@ -60,51 +82,39 @@ def workload_submit(
     check_standing(organization=organization, project=project, gpu_models=spec.gpu_models)
     gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
     check_approval(gpus, "gpus_per_node", order_id)
-    workload_id = uuid.uuid4()
-    with transaction.atomic():
-        store.append(
-            ev.WORKLOAD_STREAM,
-            str(workload_id),
-            [
-                ev.WorkloadSubmitted(
-                    workload_id=workload_id,
-                    organization_id=organization.pk,
-                    project_id=project.pk,
-                    cluster_id=cluster.pk,
-                    name=spec.name,
-                    kind=spec.kind.value,
-                    gpu_models=list(spec.gpu_models),
-                    gpus_per_node=spec.gpus_per_node,
-                    nodes=spec.nodes,
-                    min_nodes=spec.min_nodes,
-                    gpu_milli=spec.gpu_milli,
-                    cpu_milli=spec.cpu_milli,
-                    memory_mib=spec.memory_mib,
-                    priority_class=spec.priority_class,
-                    priority=priority,
-                    preemptible=preemptible,
-                    topology=spec.topology,
-                    runtime_estimate_s=spec.runtime_estimate_s,
-                    max_runtime_s=spec.max_runtime_s,
-                    retry_limit=spec.retry_limit,
-                    restart_policy=spec.restart_policy.value,
-                    reservation_id=spec.reservation,
-                    price_plan=plan.value,
-                    offering=spec.offering,
-                    order_id=order_id,
-                    command=list(spec.command),
-                    image=spec.image,
-                    env=dict(spec.env),
-                    secrets=list(spec.secrets),
-                    working_dir=spec.working_dir,
-                    ports=list(spec.ports),
-                )
-            ],
-            expected_version=NO_STREAM,
-            metadata=actor.metadata(organization.pk),
-        )
-        triggers.cycle_wanted(cluster.pk)
-    return Workload.objects.get(pk=workload_id)
+    return ev.WorkloadSubmitted(
+        workload_id=uuid.uuid4(),
+        organization_id=organization.pk,
+        project_id=project.pk,
+        cluster_id=cluster.pk,
+        name=spec.name,
+        kind=spec.kind.value,
+        gpu_models=list(spec.gpu_models),
+        gpus_per_node=spec.gpus_per_node,
+        nodes=spec.nodes,
+        min_nodes=spec.min_nodes,
+        gpu_milli=spec.gpu_milli,
+        cpu_milli=spec.cpu_milli,
+        memory_mib=spec.memory_mib,
+        priority_class=spec.priority_class,
+        priority=priority,
+        preemptible=preemptible,
+        topology=spec.topology,
+        runtime_estimate_s=spec.runtime_estimate_s,
+        max_runtime_s=spec.max_runtime_s,
+        retry_limit=spec.retry_limit,
+        restart_policy=spec.restart_policy.value,
+        reservation_id=spec.reservation,
+        price_plan=plan.value,
+        offering=spec.offering,
+        order_id=order_id,
+        command=list(spec.command),
+        image=spec.image,
+        env=dict(spec.env),
+        secrets=list(spec.secrets),
+        working_dir=spec.working_dir,
+        ports=list(spec.ports),
+    )
 
 
 def _price_plan(spec: WorkloadSpec, preemptible: bool) -> PricePlan:

@@ -34,6 +34,7 @@ from neocloud.core.transactions import atomic_with_retry
 from neocloud.management.commands.demo_setup import (
     AGENT_GPU_MODEL,
     AGENT_TOKEN_FILE,
+    CUSTOMER,
     KEY_FILE,
     OPERATOR,
     agent_node_of_demo,
@@ -63,6 +64,10 @@ class Command(BaseCommand):
         threading.Thread(target=_tick, args=(stop,), name="scheduler-tick", daemon=True).start()
         logging.getLogger("django.server").addFilter(_WithoutAgentRequests())
         agent = _agent_start(options["addrport"])
+        self.stdout.write(
+            f"console:           http://{options['addrport']}/  (sign in as"
+            f" {CUSTOMER[0]} / {CUSTOMER[1]})"
+        )
         threading.Thread(target=_agent_node_provision, args=(stop,), daemon=True).start()
         try:
             # No autoreloader: it would run the server in a child without our workers.

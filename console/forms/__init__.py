@@ -1,0 +1,1 @@
+"""The console's forms, one module per area: parsing and messages only; the services decide."""

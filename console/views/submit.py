@@ -1,0 +1,130 @@
+"""New workload: from an offering or custom, with the engine's say before submitting.
+
+The page posts a form; it becomes the API's request (``forms.submit``), is validated by the
+API's serializer with the project scoped as the API scopes it, and goes to the API's own
+services: ``workload_dry_run`` for "Check" (a partial for htmx, the page without it) and
+``workload_submit`` for "Submit". Refusals show beside their inputs, nothing written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import URLPattern, path
+from django.views.decorators.http import require_http_methods, require_POST
+
+from console.forms.submit import WorkloadForm
+from console.guard import ConsoleRequest, signed_in
+from console.selectors.submit import form_choices, reason_words
+from neocloud.core.errors import ApplicationError
+from neocloud.core.transactions import atomic_with_retry
+from scheduler import services
+from scheduler.serializers import WorkloadCreateSerializer, workload_spec_of
+from scheduler.specs import WorkloadSpec
+from tenants.access import Action
+from tenants.models import Project
+
+PAGE = "console/submit/new.html"
+FORM = "console/submit/_form.html"
+
+
+def _writer(request: ConsoleRequest) -> None:
+    if not request.console.can(Action.WORKLOAD_WRITE):
+        raise PermissionDenied
+
+
+def _parsed(request: ConsoleRequest, form: WorkloadForm) -> tuple[Project, WorkloadSpec] | None:
+    """The project and spec the form asks for, as the API would read them; None (the errors
+    on the form) when it would refuse them."""
+    if not form.is_valid():
+        return None
+    data = form.request_data()
+    serializer = WorkloadCreateSerializer(data=data)
+    project_field: Any = serializer.fields["project"]
+    project_field.queryset = request.console.scoped(Project.objects.all(), Action.PROJECT_READ)
+    if not serializer.is_valid():
+        form.refused(serializer.errors)
+        return None
+    validated = dict(serializer.validated_data)
+    project = validated.pop("project")
+    try:
+        return project, workload_spec_of(validated, data)
+    except ApplicationError as error:
+        form.refused_by(error)
+        return None
+
+
+def _form(request: ConsoleRequest) -> WorkloadForm:
+    choices = form_choices(request.console)
+    if request.method == "POST":
+        return WorkloadForm(request.POST, choices=choices)
+    return WorkloadForm(choices=choices)
+
+
+def _partial(request: ConsoleRequest) -> bool:
+    """Whether htmx asked (``django_htmx``'s middleware tells)."""
+    return bool(getattr(request, "htmx", False))
+
+
+def _render(
+    request: ConsoleRequest, form: WorkloadForm, status: int = 200, **context: Any
+) -> HttpResponse:
+    template = FORM if _partial(request) else PAGE
+    return render(request, template, {"form": form, **context}, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@signed_in
+def workload_new(request: ConsoleRequest) -> HttpResponse:
+    """The form; posted, the workload is submitted and its page opens."""
+    _writer(request)
+    form = _form(request)
+    if request.method == "GET":
+        return _render(request, form)
+    parsed = _parsed(request, form)
+    if parsed is None:
+        return _render(request, form, status=400)
+    project, spec = parsed
+    try:
+        workload = atomic_with_retry(
+            services.workload_submit, actor=request.console.actor, project=project, spec=spec
+        )
+    except ApplicationError as error:
+        form.refused_by(error)
+        return _render(request, form, status=error.http_status)
+    messages.success(request, f"Submitted {workload.name}.")
+    return redirect(f"/workloads/{workload.pk}")
+
+
+@require_POST
+@signed_in
+def workload_check(request: ConsoleRequest) -> HttpResponse:
+    """Whether the engine would place what the form asks for now, and if not why. For htmx
+    the form again with the answer (200 even when the input is refused: the answer is the
+    errors); without it the page (400 when refused)."""
+    _writer(request)
+    form = _form(request)
+    parsed = _parsed(request, form)
+    if parsed is None:
+        return _render(request, form, status=200 if _partial(request) else 400, checked=True)
+    project, spec = parsed
+    try:
+        answer = atomic_with_retry(
+            services.workload_dry_run, actor=request.console.actor, project=project, spec=spec
+        )
+    except ApplicationError as error:
+        form.refused_by(error)
+        status = 200 if _partial(request) else error.http_status
+        return _render(request, form, status=status, checked=True)
+    headline, figures = reason_words(answer.reason) if answer.reason else ("", [])
+    return _render(request, form, checked=True, answer=answer, headline=headline, figures=figures)
+
+
+urlpatterns: list[URLPattern] = [
+    path("workloads/new", workload_new, name="workload-new"),
+    path("workloads/new/check", workload_check, name="workload-check"),
+]
