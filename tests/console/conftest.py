@@ -8,17 +8,15 @@ one, the browser tests are skipped, saying so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page
 
-from neocloud.celery import app as celery_app
-from scheduler import scheduling
 from tenants.models import Organization, Project, Role, User
 from tests.builders import Builder
+from tests.scheduler.conftest import in_process  # tasks in the live server's threads
 
 PASSWORD = "correct horse battery staple"
 SERIOUS = {"serious", "critical"}
@@ -68,16 +66,11 @@ def serious_violations(page: Page) -> list[str]:
     ]
 
 
-@pytest.fixture
-def in_process() -> Iterator[None]:
-    """Tasks in the live server's threads, as in the embedded default."""
-    conf = celery_app.conf
-    saved = conf.task_always_eager, conf.task_eager_propagates
-    conf.task_always_eager, conf.task_eager_propagates = True, True
-    scheduling.forget()
-    yield
-    scheduling.forget()
-    conf.task_always_eager, conf.task_eager_propagates = saved
-
-
-__all__ = ["Member", "Role", "member_of", "serious_violations", "sign_in"]
+__all__ = [
+    "Member",
+    "Role",
+    "in_process",
+    "member_of",
+    "serious_violations",
+    "sign_in",
+]
