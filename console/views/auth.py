@@ -4,6 +4,9 @@ out for a while."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
 from django.contrib.auth import views as auth
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -16,6 +19,9 @@ class SignIn(auth.LoginView):
     template_name = "console/sign_in.html"
     authentication_form = SignInForm
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return {**super().get_context_data(**kwargs), "signup": settings.CONSOLE_SIGNUP_ENABLED}
 
 
 class SignOut(auth.LogoutView):

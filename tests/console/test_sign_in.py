@@ -4,6 +4,7 @@ switcher and the overview: in Chromium where a browser matters, else with Django
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.core import mail
@@ -118,3 +119,10 @@ def test_the_overview_costs_the_same_queries_however_much_work_there_is(
         run(services.workload_submit, project=member.project, spec=job(f"w{i}"))
     with django_assert_max_num_queries(bound):  # type: ignore[operator]
         assert client.get("/overview").status_code == 200
+
+
+def test_the_sign_in_page_offers_sign_up_only_where_the_operator_allows_it(settings: Any) -> None:
+    settings.CONSOLE_SIGNUP_ENABLED = False
+    assert "Create an account" not in Client().get("/login").content.decode()
+    settings.CONSOLE_SIGNUP_ENABLED = True
+    assert 'href="/signup">Create an account' in Client().get("/login").content.decode()
