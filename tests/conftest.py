@@ -83,7 +83,14 @@ def _flush_lifts_append_only_trigger() -> Iterator[None]:
     SqliteOperations.sql_flush = sqlite_original  # type: ignore[method-assign]
 
 
+# Fixtures that leave threads running for the rest of the session (pytest-django's live server,
+# Playwright's driver): the tests using them go last, so that no test forks a process that has
+# them (a forked child inherits the locks other threads held, and can wait on them forever).
+THREAD_LEAVING_FIXTURES = frozenset({"live_server", "page", "browser", "context"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: bool(THREAD_LEAVING_FIXTURES & set(item.fixturenames)))
     if connection.vendor == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (this run is the embedded default)")

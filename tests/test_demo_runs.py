@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,9 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: the demo stops its agent
         try:
             process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        finally:
+            with suppress(ProcessLookupError):  # whatever of its group is left (its agent)
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
 
 
