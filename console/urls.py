@@ -6,6 +6,7 @@ from console.views import (
     capacity,
     home,
     joining,
+    operator_capacity,
     organization,
     submit,
     usage,
@@ -40,4 +41,5 @@ urlpatterns = [
     *organization.urlpatterns,
     *joining.urlpatterns,
     *billing.urlpatterns,
+    *operator_capacity.urlpatterns,
 ]
