@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from console.guard import ConsoleRequest, signed_in
 from console.selectors.operator_capacity import CHART_HOURS, capacity_panels
-from scheduler.engine.fragmentation import TYPICAL_SHAPES
 
 
 def _staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -32,7 +31,6 @@ def _staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
 def capacity(request: ConsoleRequest) -> HttpResponse:
     context = {
         "panels": capacity_panels(timezone.now()),
-        "shapes": [shape.label.replace("x", "×") for shape in TYPICAL_SHAPES],
         "chart_hours": CHART_HOURS,
     }
     return render(request, "console/operator/capacity.html", context)

@@ -24,7 +24,8 @@ def _interval_start(now: datetime, seconds: float) -> datetime:
 def fragmentation_sample(*, now: datetime) -> int:
     """Record the fleet's fragmentation for the interval ``now`` is in, unless it already is,
     and delete samples older than ``FRAGMENTATION_RETENTION_DAYS``; returns the samples
-    taken (none are written twice: a concurrent tick's conflict is ignored). ``FRAGMENTATION_SAMPLE_S`` = 0: nothing is sampled."""
+    taken (none are written twice: a concurrent tick's conflict is ignored).
+    ``FRAGMENTATION_SAMPLE_S`` = 0: nothing is sampled."""
     interval = settings.FRAGMENTATION_SAMPLE_S
     if interval <= 0:
         return 0
