@@ -103,5 +103,5 @@ def fragmentation_history(since: datetime) -> dict[tuple[uuid.UUID, str], list[d
         .values("cluster_id", "gpu_model", "shape", "startable", "would_hold", "free", "at")
     )
     for row in rows:
-        history[(row["cluster_id"], row["gpu_model"])].append(row)
+        history[(row["cluster_id"], row["gpu_model"])].append(dict(row))
     return dict(history)

@@ -86,15 +86,6 @@ def test_gangs_take_their_parts_from_distinct_nodes(
     assert startable(free_by_node, shape) == copies
 
 
-on_postgres = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
-
-
-def _on_postgres(test):  # type: ignore[no-untyped-def]
-    for mark in on_postgres:
-        test = mark(test)
-    return test
-
-
 def _three_used_on_each(tenant: Tenant) -> GpuFleet:
     """4 ready nodes x 8 GPUs, a gang holding 3 GPUs on each: 20 free, 5 per node."""
     fleet = ready_fleet(nodes=4, gpus=8)
@@ -108,7 +99,8 @@ def _three_used_on_each(tenant: Tenant) -> GpuFleet:
     return fleet
 
 
-@_on_postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_a_fleet_with_three_gpus_used_on_each_node(tenant: Tenant, in_process: None) -> None:
     fleet = _three_used_on_each(tenant)
 
@@ -126,7 +118,8 @@ def test_a_fleet_with_three_gpus_used_on_each_node(tenant: Tenant, in_process: N
     }
 
 
-@_on_postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_failed_gpus_failed_and_cordoned_nodes_are_not_schedulable(
     tenant: Tenant, in_process: None
 ) -> None:
@@ -159,7 +152,8 @@ def test_failed_gpus_failed_and_cordoned_nodes_are_not_schedulable(
     }
 
 
-@_on_postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_the_queries_do_not_grow_with_the_fleet() -> None:
     fleet = ready_fleet(nodes=2)
 
@@ -183,7 +177,8 @@ def test_the_queries_do_not_grow_with_the_fleet() -> None:
 START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 
-@_on_postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_one_sample_set_per_interval_and_old_samples_deleted(
     settings: Settings, tenant: Tenant, in_process: None
 ) -> None:
@@ -235,7 +230,8 @@ def test_one_sample_set_per_interval_and_old_samples_deleted(
     }
 
 
-@_on_postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
 def test_beats_tick_takes_the_sample(settings: Settings, in_process: None) -> None:
     settings.FRAGMENTATION_SAMPLE_S = 3600
     ready_fleet(nodes=1)
