@@ -7,6 +7,7 @@ from console.views import (
     home,
     joining,
     operator,
+    operator_capacity,
     organization,
     submit,
     usage,
@@ -42,4 +43,5 @@ urlpatterns = [
     *joining.urlpatterns,
     *billing.urlpatterns,
     *operator.urlpatterns,
+    *operator_capacity.urlpatterns,
 ]

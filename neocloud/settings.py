@@ -290,6 +290,10 @@ SCHEDULER_FAIRSHARE_HALF_LIFE_S = float(os.environ.get("SCHEDULER_FAIRSHARE_HALF
 SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
+# Beat's tick samples each cluster's fragmentation once per this many seconds (0: never), for
+# the operators' chart, and deletes samples older than the retention.
+FRAGMENTATION_SAMPLE_S = float(os.environ.get("FRAGMENTATION_SAMPLE_S", "300"))
+FRAGMENTATION_RETENTION_DAYS = float(os.environ.get("FRAGMENTATION_RETENTION_DAYS", "30"))
 
 # --- Billing and Stripe ---------------------------------------------------------------------
 # Stripe: STRIPE_API_BASE (e.g. localstripe) or STRIPE_MOCK_URL (stripe-mock) point the SDK at a
