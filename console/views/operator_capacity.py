@@ -1,33 +1,19 @@
-"""Operators' capacity and fragmentation page: staff only; anyone else, signed in or not, gets
-a 404, so the page's existence says nothing to a customer."""
+"""Operators' capacity and fragmentation page: staff only (``console.staff``): a customer gets a
+404, so the page's existence says nothing to them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any
-
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
 from django.utils import timezone
 
-from console.guard import ConsoleRequest, signed_in
+from console.guard import ConsoleRequest
 from console.selectors.operator_capacity import CHART_HOURS, capacity_panels
+from console.staff import staff_only
 
 
-def _staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    @wraps(view)
-    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            raise Http404
-        return view(request, *args, **kwargs)
-
-    return guarded
-
-
-@_staff_only
-@signed_in
+@staff_only
 def capacity(request: ConsoleRequest) -> HttpResponse:
     context = {
         "panels": capacity_panels(timezone.now()),

@@ -86,12 +86,12 @@ def test_the_page_shows_what_could_start_against_what_the_free_gpus_would_hold(
     assert "No samples yet" in html
 
 
-def test_anyone_but_staff_gets_a_404(member: Member) -> None:
+def test_a_customer_gets_a_404_and_a_stranger_the_sign_in_page(member: Member) -> None:
     ready_fleet(nodes=1)
     customer = Client()
     customer.force_login(member.user)
     assert customer.get("/operator/capacity").status_code == 404
-    assert Client().get("/operator/capacity").status_code == 404
+    assert Client().get("/operator/capacity")["Location"] == "/login?next=/operator/capacity"
 
 
 def _samples(count: int) -> None:
