@@ -1,5 +1,5 @@
 """The fleet and the queues as they are now, read from the apps' tables for a scrape. Each
-reading is a few grouped queries whatever the fleet's size (a scrape every 15–30 s)."""
+reading is a few grouped queries whatever the fleet's size (a scrape every 15 to 30 s)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""URL map: the admin, the versioned API and its OpenAPI schema and docs, the console, the metrics."""
+"""URL map: the admin, the versioned API and its OpenAPI schema and docs, the console,
+the metrics."""
 
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
