@@ -101,7 +101,7 @@ def stripe_webhook(request: Request) -> Response:
             payload=request.body, signature=request.headers.get("Stripe-Signature", "")
         )
     except ApplicationError as exc:
-        hooks.webhook_received.call_all("stripe", exc.code)
+        hooks.webhook_received.call_all("stripe", exc.code, True)
         raise
-    hooks.webhook_received.call_all("stripe", outcome)
+    hooks.webhook_received.call_all("stripe", outcome, False)
     return Response({"outcome": outcome})

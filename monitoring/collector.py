@@ -161,7 +161,7 @@ class DatabaseCollector(Collector):
             " priority class.",
             labels=["queue", "priority_class"],
         )
-        bounds = [floatToGoString(b) for b in projections.ADMISSION_WAIT_BUCKETS] + ["+Inf"]
+        bounds = [_go_float(b) for b in projections.ADMISSION_WAIT_BUCKETS] + ["+Inf"]
         for row in selectors.stored_histograms().get(projections.ADMISSION_WAIT, []):
             series = json.loads(row.labels_json)
             cumulative, buckets = 0, []
@@ -170,3 +170,9 @@ class DatabaseCollector(Collector):
                 buckets.append((bound, cumulative))
             wait.add_metric([series["queue"], series["priority_class"]], buckets, row.total)
         yield wait
+
+
+def _go_float(bound: float) -> str:
+    """A bucket's bound as prometheus-client writes ``le`` (``1.0``, ``604800.0``)."""
+    written: str = floatToGoString(bound)  # type: ignore[no-untyped-call]
+    return written

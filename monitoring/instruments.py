@@ -76,8 +76,9 @@ stripe_request_duration = Histogram(
 )
 webhooks = Counter(
     "neocloud_webhooks_total",
-    "Webhook deliveries by provider and outcome (the service's outcome or the error's code).",
-    ["provider", "outcome"],
+    "Webhook deliveries by provider, result (ok, error) and outcome (the first word of the"
+    " service's outcome, or the error's code).",
+    ["provider", "result", "outcome"],
     registry=LOCAL,
 )
 
@@ -112,8 +113,10 @@ def stripe_called(operation: str, outcome: str, seconds: float) -> None:
     stripe_request_duration.labels(operation).observe(seconds)
 
 
-def webhook_received(provider: str, outcome: str) -> None:
-    webhooks.labels(provider, outcome).inc()
+def webhook_received(provider: str, outcome: str, failed: bool) -> None:
+    # An outcome is a sentence ("ignored: attempt 2 has…"): its first word keeps the series few.
+    word = outcome.split(":", 1)[0].split(" ", 1)[0] or "unknown"
+    webhooks.labels(provider, "error" if failed else "ok", word).inc()
 
 
 def task_finished(task: str, outcome: str) -> None:

@@ -99,7 +99,7 @@ def gpu_utilisation() -> list[GpuUtilisation]:
     rows = Gpu.objects.filter(
         node__in=nodes_in_service(), utilization_pct__isnull=False
     ).values_list("node__cluster_id", "node__name", "index", "utilization_pct")
-    return [GpuUtilisation(str(c), n, i, float(p)) for c, n, i, p in rows]
+    return [GpuUtilisation(str(c), n, i, p or 0.0) for c, n, i, p in rows]
 
 
 def queue_usage() -> dict[tuple[str, str], float]:

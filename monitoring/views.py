@@ -46,7 +46,7 @@ def _registry() -> CollectorRegistry:
     multiprocess mode; and what the database says now."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
-        MultiProcessCollector(registry)
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
         registry = CollectorRegistry()
         registry.register(_Local())

@@ -5,7 +5,6 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from monitoring.views import metrics
 from neocloud.api.root import ApiRootView
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -25,6 +24,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("metrics", metrics, name="metrics"),
+    path("metrics", include("monitoring.urls")),
     path("", include("console.urls")),
 ]
