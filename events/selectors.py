@@ -3,12 +3,15 @@ and pass it as plain values (an organization's id), so this imports no app."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.db.models import QuerySet
 
-from events.models import Event
+from events import projections, store
+from events.models import Checkpoint, Event
 from neocloud.core.redaction import redact
 
 
@@ -24,3 +27,33 @@ def audit_data(event: Event) -> dict[str, Any]:
     events renders their data through here."""
     shown: dict[str, Any] = redact(event.data)
     return shown
+
+
+@dataclass(frozen=True)
+class ConsumerLag:
+    """How far a consumer is behind the head: in events, and in seconds since the oldest event
+    it has not handled was recorded (0 when it is at the head)."""
+
+    name: str
+    position: int
+    events: int
+    seconds: float
+
+
+def consumer_lags(*, now: datetime) -> tuple[int, list[ConsumerLag]]:
+    """The head's position and the lag of every consumer with a checkpoint or registered (an
+    asynchronous projection that never ran is behind by the whole log)."""
+    head = store.head_position()
+    positions = {f"projection:{p.name}": 0 for p in projections.asynchronous()}
+    positions.update(Checkpoint.objects.values_list("name", "position"))
+    lags = []
+    for name, position in sorted(positions.items()):
+        oldest = (
+            Event.objects.filter(position__gt=position)
+            .order_by("position")
+            .values_list("recorded_at", flat=True)
+            .first()
+        )
+        seconds = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+        lags.append(ConsumerLag(name, position, max(0, head - position), seconds))
+    return head, lags

@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "metering",
     "billing",
     "console",
+    "monitoring",
     "django_htmx",
     "axes",
 ]
@@ -144,6 +145,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "NeoCloud <noreply@loc
 CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
 
 MIDDLEWARE = [
+    "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -251,6 +253,12 @@ CELERY_BEAT_SCHEDULE = {
 # --- Event store ----------------------------------------------------------------------------
 # Consumers wait on LISTEN/NOTIFY on PostgreSQL; this is the poll fallback (and SQLite's pace).
 EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
+
+# --- Metrics (README "Metrics") -----------------------------------------------------------------
+# A scrape of /metrics carries ``Authorization: Bearer $METRICS_TOKEN``; with no token set only
+# these peers (REMOTE_ADDR, the direct peer: behind a proxy, set the token) may scrape.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 
 # --- Provisioning ---------------------------------------------------------------------------
 PROVISIONING_DRIVER = os.environ.get("PROVISIONING_DRIVER", "simulated")

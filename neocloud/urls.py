@@ -1,4 +1,5 @@
-"""URL map: the admin, the versioned API and its OpenAPI schema and docs, the console."""
+"""URL map: the admin, the versioned API and its OpenAPI schema and docs, the console,
+the metrics."""
 
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
@@ -23,5 +24,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("metrics", include("monitoring.urls")),
     path("", include("console.urls")),
 ]
