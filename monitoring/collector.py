@@ -23,6 +23,7 @@ from prometheus_client.utils import floatToGoString
 
 from events.selectors import consumer_lags
 from monitoring import projections, selectors
+from scheduler.selectors.fragmentation import fleet_fragmentation
 
 TOTALS = {
     projections.ADMITTED: ("Workloads admitted (granted GPUs), by queue and priority class.",),
@@ -42,6 +43,7 @@ class DatabaseCollector(Collector):
         yield from self._clusters(clusters)
         yield from self._queues(clusters)
         yield from self._fleet(clusters)
+        yield from self._fragmentation()
         yield from self._log()
         yield from self._totals()
 
@@ -123,6 +125,19 @@ class DatabaseCollector(Collector):
                 reading.percent,
             )
         yield utilisation
+
+    def _fragmentation(self) -> Iterator[Metric]:
+        """The seed article's point: free capacity is not schedulable capacity."""
+        stranded = GaugeMetricFamily(
+            "neocloud_free_unschedulable_gpus",
+            "Free GPUs no copy of a shape can use now (free minus startable copies x size), by"
+            " cluster, GPU model and shape (GPUs per node, x nodes for a gang).",
+            labels=["cluster", "gpu_model", "shape"],
+        )
+        for model in fleet_fragmentation():
+            for fit in model.shapes:
+                stranded.add_metric([model.cluster, model.gpu_model, fit.shape.label], fit.stranded)
+        yield stranded
 
     def _log(self) -> Iterator[Metric]:
         head, lags = consumer_lags(now=timezone.now())

@@ -203,3 +203,18 @@ def test_a_replay_folds_the_same_totals(scenario: Scenario) -> None:
     projections_replay(names=[counters.Counters.name])
 
     assert _series(_scrape(), "neocloud_admitted_workloads_total") == before
+
+
+def test_free_but_unschedulable_gpus_by_shape(tenant: Tenant, in_process: None) -> None:
+    """4 nodes x 8 GPUs with 3 used on each: 20 free, 5 a node (tests/scheduler/
+    test_fragmentation.py's fleet): no 8-GPU job fits although the free GPUs would hold two."""
+    from tests.scheduler.test_fragmentation import _three_used_on_each
+
+    fleet = _three_used_on_each(tenant)
+
+    stranded = _series(_scrape(), "neocloud_free_unschedulable_gpus")
+
+    def at(shape: str) -> float:
+        return stranded[_labels(cluster=fleet.cluster.slug, gpu_model="h100", shape=shape)]
+
+    assert [at(s) for s in ("1", "2", "4", "8", "2x8", "4x8")] == [0, 4, 4, 20, 20, 20]
