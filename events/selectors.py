@@ -3,11 +3,15 @@ and pass it as plain values (an organization's id), so this imports no app."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.db.models import QuerySet
 
+from events import store
+from events.consumers import Consumer, checkpoint_position
 from events.models import Event
 from neocloud.core.redaction import redact
 
@@ -24,3 +28,29 @@ def audit_data(event: Event) -> dict[str, Any]:
     events renders their data through here."""
     shown: dict[str, Any] = redact(event.data)
     return shown
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerLag:
+    """How far a consumer is behind the head of the log."""
+
+    name: str
+    position: int
+    head: int
+    # How long its oldest unhandled event (of the types it reads) has waited; 0 when none.
+    seconds: float
+
+    @property
+    def events(self) -> int:
+        """Positions between its checkpoint and the head (events of any type)."""
+        return self.head - self.position
+
+
+def consumer_lag(consumer: Consumer, *, now: datetime) -> ConsumerLag:
+    """The consumer's lag. In seconds it counts only events the consumer reads: a filtered
+    consumer with nothing of interest after its checkpoint is not behind, whatever the head."""
+    head = store.head_position()
+    position = checkpoint_position(consumer.name)
+    oldest = store.read_all(after=position, limit=1, types=consumer.event_types)
+    seconds = max(0.0, (now - oldest[0].recorded_at).total_seconds()) if oldest else 0.0
+    return ConsumerLag(name=consumer.name, position=position, head=head, seconds=seconds)
