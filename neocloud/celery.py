@@ -9,6 +9,8 @@ message's headers; the worker binds it while the task runs, so the task's log li
 events it appends carry the id of the call that caused them.
 """
 
+from __future__ import annotations
+
 import logging.config
 import os
 from collections.abc import Mapping
@@ -50,7 +52,7 @@ def _send_correlation(headers: dict[str, Any] | None = None, **kwargs: Any) -> N
 
 
 @signals.task_prerun.connect
-def _bind_correlation(task_id: str, task: Task, **kwargs: Any) -> None:
+def _bind_correlation(task_id: str, task: Task[Any, Any], **kwargs: Any) -> None:
     correlation_id = getattr(task.request, HEADER, None) or correlation_current()
     if correlation_id is not None:
         _bound[task_id] = correlation_bind(correlation_id, task=task.name, task_id=task_id)
