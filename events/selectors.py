@@ -11,6 +11,7 @@ from uuid import UUID
 from django.db.models import QuerySet
 
 from events import projections, store
+from events.consumers import Consumer, checkpoint_position
 from events.models import Checkpoint, Event
 from neocloud.core.redaction import redact
 
@@ -29,15 +30,31 @@ def audit_data(event: Event) -> dict[str, Any]:
     return shown
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConsumerLag:
-    """How far a consumer is behind the head: in events, and in seconds since the oldest event
-    it has not handled was recorded (0 when it is at the head)."""
+    """How far a consumer is behind the head of the log."""
 
     name: str
     position: int
-    events: int
+    head: int
+    # How long its oldest unhandled event has waited; 0 when none (``consumer_lag``: of the
+    # types it reads; ``consumer_lags``, which knows checkpoints only by name: of any type).
     seconds: float
+
+    @property
+    def events(self) -> int:
+        """Positions between its checkpoint and the head (events of any type)."""
+        return self.head - self.position
+
+
+def consumer_lag(consumer: Consumer, *, now: datetime) -> ConsumerLag:
+    """The consumer's lag. In seconds it counts only events the consumer reads: a filtered
+    consumer with nothing of interest after its checkpoint is not behind, whatever the head."""
+    head = store.head_position()
+    position = checkpoint_position(consumer.name)
+    oldest = store.read_all(after=position, limit=1, types=consumer.event_types)
+    seconds = max(0.0, (now - oldest[0].recorded_at).total_seconds()) if oldest else 0.0
+    return ConsumerLag(name=consumer.name, position=position, head=head, seconds=seconds)
 
 
 def consumer_lags(*, now: datetime) -> tuple[int, list[ConsumerLag]]:
@@ -55,5 +72,5 @@ def consumer_lags(*, now: datetime) -> tuple[int, list[ConsumerLag]]:
             .first()
         )
         seconds = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-        lags.append(ConsumerLag(name, position, max(0, head - position), seconds))
+        lags.append(ConsumerLag(name, position, max(head, position), seconds))
     return head, lags

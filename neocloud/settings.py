@@ -16,6 +16,8 @@ import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from neocloud.core.logs import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NEOCLOUD_VAR_DIR", BASE_DIR / "var"))
 
@@ -146,6 +148,7 @@ CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
 
 MIDDLEWARE = [
     "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
+    "neocloud.middleware.CorrelationMiddleware",  # first: every later line carries the id
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -376,11 +379,21 @@ SPECTACULAR_SETTINGS = {
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # One line per task is a worker's business; in-process (eager) it drowns the demo's output.
-    "loggers": {"celery.app.trace": {"level": "INFO" if REDIS_URL else "WARNING"}},
-}
+# --- Logs: structlog, JSON lines on stdout in production, readable lines in the embedded default
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "console" if EMBEDDED else "json")
+if LOG_FORMAT not in {"json", "console"}:
+    raise ImproperlyConfigured("LOG_FORMAT is json or console")
+LOGGING = logging_config(
+    fmt=LOG_FORMAT,
+    level=os.environ.get("LOG_LEVEL", "INFO"),
+    loggers={
+        # One line per task is a worker's business; in-process (eager) it drowns the demo's output.
+        "celery.app.trace": {"level": "INFO" if REDIS_URL else "WARNING"},
+        # One line per request (neocloud.middleware): runserver already prints one in the demo.
+        "neocloud.requests": {"level": "WARNING" if EMBEDDED else "INFO"},
+    },
+)
+
+# --- Health (/readyz) -------------------------------------------------------------------------
+# Unready when a consumer's oldest unhandled event waits longer than this.
+READY_MAX_CONSUMER_LAG_S = float(os.environ.get("READY_MAX_CONSUMER_LAG_S", "60"))
