@@ -18,9 +18,10 @@ from rest_framework.decorators import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing import selectors, services
+from billing import hooks, selectors, services
 from billing import serializers as s
 from billing.models import BillingAccount, Invoice
+from neocloud.core.errors import ApplicationError
 from tenants.access import Action
 from tenants.viewsets import TenantViewSet
 
@@ -95,7 +96,12 @@ class BillingAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Te
 @throttle_classes([])
 def stripe_webhook(request: Request) -> Response:
     """Stripe's events, signed with `STRIPE_WEBHOOK_SECRET`; each processed once."""
-    outcome = services.stripe_webhook_receive(
-        payload=request.body, signature=request.headers.get("Stripe-Signature", "")
-    )
+    try:
+        outcome = services.stripe_webhook_receive(
+            payload=request.body, signature=request.headers.get("Stripe-Signature", "")
+        )
+    except ApplicationError as exc:
+        hooks.webhook_received.call_all("stripe", exc.code, True)
+        raise
+    hooks.webhook_received.call_all("stripe", outcome, False)
     return Response({"outcome": outcome})

@@ -17,6 +17,7 @@ default with no Stripe setting); anywhere else the settings refuse to start with
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 import stripe
 from django.conf import settings
 
+from billing import hooks
 from billing.errors import PaymentMethodDeclined, PaymentMethodInvalid, PaymentProviderUnavailable
 
 SIMULATED_DECLINES = ("pm_card_chargeCustomerFail", "pm_card_visa_chargeDeclined")
@@ -170,12 +172,22 @@ class StripeGateway:
     @staticmethod
     def _call(method: Any, *args: Any, **kwargs: Any) -> Any:
         """Network failures (after the SDK's retries) become a retryable error of ours."""
+        began, outcome = time.monotonic(), "ok"
         try:
             return method(*args, **kwargs)
         except (stripe.APIConnectionError, stripe.RateLimitError) as exc:
+            outcome = type(exc).__name__
             raise PaymentProviderUnavailable(f"Stripe is unreachable: {exc}") from exc
         except stripe.APIError as exc:
+            outcome = type(exc).__name__
             raise PaymentProviderUnavailable(f"Stripe failed: {exc}") from exc
+        except stripe.StripeError as exc:  # a decline or bad request: the caller tells them apart
+            outcome = type(exc).__name__
+            raise
+        finally:
+            hooks.stripe_called.call_all(
+                getattr(method, "__qualname__", "unknown"), outcome, time.monotonic() - began
+            )
 
 
 class SimulatedGateway:

@@ -19,6 +19,7 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
 from tenants.access import Action, Actor
+from tenants.actor import request_correlation
 from tenants.models import Membership, Organization, User
 
 SESSION_KEY = "console_organization"
@@ -80,9 +81,7 @@ class ConsoleRequest(HttpRequest):
 def console_of(request: HttpRequest) -> Console:
     user = request.user
     assert isinstance(user, User)  # noqa: S101 - signed_in made sure
-    actor = Actor(
-        user=user, correlation_id=request.headers.get("X-Request-ID") or str(uuid.uuid4())
-    )
+    actor = Actor(user=user, correlation_id=request_correlation(request))
     memberships = list(
         Membership.objects.filter(user=user)
         .select_related("organization")

@@ -6,6 +6,8 @@ from console.views import (
     capacity,
     home,
     joining,
+    operator,
+    operator_capacity,
     organization,
     submit,
     usage,
@@ -40,4 +42,6 @@ urlpatterns = [
     *organization.urlpatterns,
     *joining.urlpatterns,
     *billing.urlpatterns,
+    *operator.urlpatterns,
+    *operator_capacity.urlpatterns,
 ]

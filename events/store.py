@@ -27,6 +27,7 @@ from events.errors import StreamConflict
 from events.models import Event
 from events.types import DomainEvent, Payload, serialize, upcast
 from events.types import RecordedEvent as RecordedEvent  # re-exported: what reads return
+from neocloud.core.correlation import correlation_current
 
 TABLE = Event._meta.db_table
 INSERT_COLUMNS = (
@@ -72,6 +73,12 @@ class Metadata:
             value = getattr(self, key)
             if value is not None:
                 data[key] = str(value)
+        # Without an id of its own, an append takes the one of the request or task doing it:
+        # a Celery task's system actor, a scheduling cycle, a webhook then carry the id of the
+        # call that caused them (neocloud.core.correlation).
+        bound = correlation_current()
+        if "correlation_id" not in data and bound is not None:
+            data["correlation_id"] = bound
         data.update(self.extra)
         return data
 

@@ -9,6 +9,9 @@ which sit above the services that set them off. The scheduler registers the firs
   transaction that failed it; each answers how many runs it ended.
 - ``provisioning_started`` (``on_commit``): dispatch the first step of a node's new run.
 - ``provisioning_step_enqueue`` (``call_all``): send one step of a run (node, run) to a worker.
+- ``provisioning_step_finished`` (``call_all``): an attempt of a step was performed (phase,
+  step, its status ``succeeded``/``retrying``/``failed``, seconds the driver took);
+  monitoring registers it. An answer must be cheap and never raise.
 """
 
 from __future__ import annotations
@@ -23,4 +26,8 @@ node_failed: Hook[[Node, str], int] = Hook("inventory.node_failed")
 provisioning_started: Hook[[uuid.UUID], None] = Hook("inventory.provisioning_started")
 provisioning_step_enqueue: Hook[[uuid.UUID, int], None] = Hook(
     "inventory.provisioning_step_enqueue"
+)
+# (phase, step, status, seconds)
+provisioning_step_finished: Hook[[str, str, str, float], None] = Hook(
+    "inventory.provisioning_step_finished"
 )

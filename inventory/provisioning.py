@@ -31,6 +31,7 @@ reconciler dispatches it again: more than a step's time limit plus the longest b
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -179,6 +180,15 @@ def provisioning_step_run(*, node_id: UUID, run: int) -> StepOutcome:
     claimed = atomic_with_retry(_claim, node_id, run)
     if isinstance(claimed, StepOutcome):
         return claimed
+    began = time.monotonic()
+    outcome = _performed(claimed)
+    hooks.provisioning_step_finished.call_all(
+        claimed.phase, claimed.step, outcome.status, time.monotonic() - began
+    )
+    return outcome
+
+
+def _performed(claimed: StepClaim) -> StepOutcome:
     try:
         details = _perform(claimed)
     except StepFailed as exc:

@@ -16,6 +16,8 @@ import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from neocloud.core.logs import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("NEOCLOUD_VAR_DIR", BASE_DIR / "var"))
 
@@ -109,6 +111,7 @@ INSTALLED_APPS = [
     "metering",
     "billing",
     "console",
+    "monitoring",
     "django_htmx",
     "axes",
 ]
@@ -144,6 +147,8 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "NeoCloud <noreply@loc
 CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
 
 MIDDLEWARE = [
+    "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
+    "neocloud.middleware.CorrelationMiddleware",  # first: every later line carries the id
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -252,6 +257,12 @@ CELERY_BEAT_SCHEDULE = {
 # Consumers wait on LISTEN/NOTIFY on PostgreSQL; this is the poll fallback (and SQLite's pace).
 EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
 
+# --- Metrics (README "Metrics") -----------------------------------------------------------------
+# A scrape of /metrics carries ``Authorization: Bearer $METRICS_TOKEN``; with no token set only
+# these peers (REMOTE_ADDR, the direct peer: behind a proxy, set the token) may scrape.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+
 # --- Provisioning ---------------------------------------------------------------------------
 PROVISIONING_DRIVER = os.environ.get("PROVISIONING_DRIVER", "simulated")
 PROVISIONING_MAX_ATTEMPTS = int(os.environ.get("PROVISIONING_MAX_ATTEMPTS", "5"))  # per step
@@ -290,6 +301,10 @@ SCHEDULER_FAIRSHARE_HALF_LIFE_S = float(os.environ.get("SCHEDULER_FAIRSHARE_HALF
 SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
+# Beat's tick samples each cluster's fragmentation once per this many seconds (0: never), for
+# the operators' chart, and deletes samples older than the retention.
+FRAGMENTATION_SAMPLE_S = float(os.environ.get("FRAGMENTATION_SAMPLE_S", "300"))
+FRAGMENTATION_RETENTION_DAYS = float(os.environ.get("FRAGMENTATION_RETENTION_DAYS", "30"))
 
 # --- Billing and Stripe ---------------------------------------------------------------------
 # Stripe: STRIPE_API_BASE (e.g. localstripe) or STRIPE_MOCK_URL (stripe-mock) point the SDK at a
@@ -364,11 +379,21 @@ SPECTACULAR_SETTINGS = {
     "ENABLE_DJANGO_DEPLOY_CHECK": False,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    # One line per task is a worker's business; in-process (eager) it drowns the demo's output.
-    "loggers": {"celery.app.trace": {"level": "INFO" if REDIS_URL else "WARNING"}},
-}
+# --- Logs: structlog, JSON lines on stdout in production, readable lines in the embedded default
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "console" if EMBEDDED else "json")
+if LOG_FORMAT not in {"json", "console"}:
+    raise ImproperlyConfigured("LOG_FORMAT is json or console")
+LOGGING = logging_config(
+    fmt=LOG_FORMAT,
+    level=os.environ.get("LOG_LEVEL", "INFO"),
+    loggers={
+        # One line per task is a worker's business; in-process (eager) it drowns the demo's output.
+        "celery.app.trace": {"level": "INFO" if REDIS_URL else "WARNING"},
+        # One line per request (neocloud.middleware): runserver already prints one in the demo.
+        "neocloud.requests": {"level": "WARNING" if EMBEDDED else "INFO"},
+    },
+)
+
+# --- Health (/readyz) -------------------------------------------------------------------------
+# Unready when a consumer's oldest unhandled event waits longer than this.
+READY_MAX_CONSUMER_LAG_S = float(os.environ.get("READY_MAX_CONSUMER_LAG_S", "60"))

@@ -1,9 +1,11 @@
-"""URL map: the admin, the versioned API and its OpenAPI schema and docs, the console."""
+"""URL map: the health checks, the admin, the versioned API and its OpenAPI schema and docs,
+the console, the metrics."""
 
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from neocloud import health
 from neocloud.api.root import ApiRootView
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -19,9 +21,12 @@ api_v1: list[URLPattern | URLResolver] = [
 ]
 
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("metrics", include("monitoring.urls")),
     path("", include("console.urls")),
 ]

@@ -17,6 +17,9 @@ that depend on the scheduler (orders, billing, metering) register here in their
 - ``reservation_ended`` (``on_commit``): each reservation cancelled, and why, after that
   commits. A window that runs out is no event: apps following reservations check
   ``ends_at`` periodically.
+- ``cycle_finished`` (``call_all``): a cycle that decided, told how it went (cluster id, seconds
+  it took, allocations granted, workloads preempted, workloads left waiting); monitoring
+  registers it. It runs on the scheduler's path: an answer must be cheap and never raise.
 
 A hook function that fails on commit is lost: its app reconciles periodically.
 """
@@ -44,3 +47,5 @@ offering_workload_spec: Hook[[str, str | None, Mapping[str, Any]], WorkloadSpec]
 )
 workload_ended: Hook[[Workload], None] = Hook("scheduler.workload_ended")
 reservation_ended: Hook[[Reservation, str], None] = Hook("scheduler.reservation_ended")
+# (cluster id, seconds, granted, preempted, waiting)
+cycle_finished: Hook[[uuid.UUID, float, int, int, int], None] = Hook("scheduler.cycle_finished")

@@ -208,3 +208,28 @@ class WorkloadWait(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workload_id}: {self.code}"
+
+
+class FragmentationSample(models.Model):
+    """Telemetry, not an event: what one shape could do on one GPU model of a cluster at
+    ``at`` (the start of a sampling interval), for the operators' chart. Nothing replays it;
+    samples past the retention are deleted."""
+
+    cluster_id = models.UUIDField()
+    gpu_model = models.CharField(max_length=64)
+    shape = models.CharField(max_length=16)  # "4": 4 GPUs on one node; "2x8": a gang
+    startable = models.PositiveIntegerField()  # whole copies that could start now
+    would_hold = models.PositiveIntegerField()  # copies the free GPUs would hold together
+    free = models.PositiveIntegerField()  # whole free GPUs on schedulable nodes
+    at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            # One sample set per interval: a second tick in it writes nothing.
+            models.UniqueConstraint(
+                fields=["cluster_id", "gpu_model", "shape", "at"], name="fragmentation_sample_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.gpu_model} {self.shape} at {self.at}"

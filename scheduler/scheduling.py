@@ -37,7 +37,7 @@ from events.types import DomainEvent
 from inventory import events as fleet
 from neocloud.core.transactions import row_lock
 from scheduler import events as ev
-from scheduler import triggers
+from scheduler import hooks, triggers
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import Allocation, Decisions, PendingReason
@@ -382,6 +382,13 @@ def _decide(state: ClusterState) -> CycleResult:
     _applied(state, decisions, changes, now.timestamp())
     appended = time.perf_counter()
     _record_reasons(state, decisions, now)
+    hooks.cycle_finished.call_all(
+        state.cluster_id,
+        time.perf_counter() - began,
+        len(decisions.allocations),
+        len(decisions.preemptions),
+        len(decisions.pending),
+    )
     logger.debug(
         "cycle of %s: %d waiting, %d granted, %d preempted; engine %.1f ms, append %.1f ms,"
         " reasons %.1f ms",

@@ -23,11 +23,13 @@ import redis
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_shutting_down
 from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
 from inventory.models import Cluster
 from neocloud.celery import app
 from neocloud.core.transactions import RACES
-from scheduler import runs, scheduling, triggers
+from scheduler import runs, scheduling, services, triggers
 
 DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"
 _redis: redis.Redis | None = None
@@ -155,7 +157,8 @@ def run_stop(workload_id: str, allocation_id: str) -> None:
 @shared_task(name="scheduler.tick", ignore_result=True)
 def tick() -> None:
     """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of
-    every cluster, and runs started again or checked where nobody else will."""
+    every cluster, and runs started again or checked where nobody else will; and once per
+    ``FRAGMENTATION_SAMPLE_S``, the fleet's fragmentation sampled for the operators."""
     to_start, overdue = runs.runs_reconcile()
     if to_start:
         runs_start.delay([(str(w), str(a)) for w, a in to_start])
@@ -163,8 +166,10 @@ def tick() -> None:
         runs.runs_check(overdue)
     if _eager():
         triggers.cycle_request_all()
-        return
-    # Past the debounce and the holder's queue: if the holder died, whoever takes this
-    # cycle forwards it and takes the lease over when it expires.
-    for cluster_id in Cluster.objects.values_list("id", flat=True):
-        schedule_cluster.delay(str(cluster_id))
+    else:
+        # Past the debounce and the holder's queue: if the holder died, whoever takes this
+        # cycle forwards it and takes the lease over when it expires.
+        for cluster_id in Cluster.objects.values_list("id", flat=True):
+            schedule_cluster.delay(str(cluster_id))
+    with transaction.atomic():
+        services.fragmentation_sample(now=timezone.now())

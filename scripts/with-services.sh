@@ -408,6 +408,18 @@ setup_chromium() {
     fi
 }
 
+# ---------------------------------------------------------------- promtool
+
+setup_promtool() {
+    if have promtool; then
+        log "promtool: $(command -v promtool)"
+    elif apt_install prometheus; then
+        log "promtool: installed (Debian's prometheus)"
+    else
+        log "promtool: not available (the alert rules' and scrape config's checks will be skipped)"
+    fi
+}
+
 # ---------------------------------------------------------------- main
 
 # shellcheck disable=SC2329  # invoked by the EXIT trap
@@ -436,6 +448,7 @@ setup_redis
 setup_stripe
 setup_podman
 setup_chromium
+setup_promtool
 export DATABASE_URL REDIS_URL
 
 status=0

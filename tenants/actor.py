@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
-
+from django.http import HttpRequest
 from rest_framework.request import Request
 
+from neocloud.core.correlation import HEADER, correlation_from
 from tenants.access import Actor
 from tenants.models import ApiKey, User
 
-CORRELATION_HEADER = "X-Request-ID"
+
+def request_correlation(request: Request | HttpRequest) -> str:
+    """The id ``neocloud.middleware`` gave the request (also in its log lines and response),
+    or, where the middleware did not run (a request factory), the caller's."""
+    given: str | None = getattr(request, "correlation_id", None)
+    return given or correlation_from(request.headers.get(HEADER))
 
 
 def actor_for(request: Request) -> Actor:
@@ -21,7 +26,7 @@ def actor_for(request: Request) -> Actor:
     actor = Actor(
         user=user,
         api_key=api_key,
-        correlation_id=request.headers.get(CORRELATION_HEADER) or str(uuid.uuid4()),
+        correlation_id=request_correlation(request),
         idempotency_key=request.headers.get("Idempotency-Key"),
     )
     request._neocloud_actor = actor  # type: ignore[attr-defined]

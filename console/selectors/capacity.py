@@ -111,18 +111,30 @@ def _model_quota(
     ``lending_limit``."""
     if quota is None:
         return ModelQuota(model, held, None, "", 0.0, 0.0, gpu_hours(used), None)
-    idle = max(0.0, quota.max_gpus - held) if lends else 0.0
-    limit = queue["lending_limit"]
+    borrowed, lendable = borrowing(held, quota.max_gpus, queue["lending_limit"], lends)
     return ModelQuota(
         gpu_model=model,
         held=held,
         max_gpus=quota.max_gpus,
         quota_of="project" if quota.project_id else "organization",
-        borrowed=max(0.0, held - quota.max_gpus),
-        lendable=idle if limit is None else min(idle, float(limit)),
+        borrowed=borrowed,
+        lendable=lendable,
         month_gpu_hours=gpu_hours(used),
         monthly_gpu_hours=quota.monthly_gpu_hours,
     )
+
+
+def borrowing(
+    held: float, max_gpus: int | None, lending_limit: int | None, lends: bool
+) -> tuple[float, float]:
+    """What a queue borrows (held beyond its nominal quota) and lends (its idle quota, at
+    most ``lending_limit``; nothing unless it ``lends``), by ``scheduler.engine.quota``'s
+    rule; no quota: neither."""
+    if max_gpus is None:
+        return 0.0, 0.0
+    idle = max(0.0, max_gpus - held) if lends else 0.0
+    lendable = idle if lending_limit is None else min(idle, float(lending_limit))
+    return max(0.0, held - max_gpus), lendable
 
 
 def _month_usage(console: Console, now: datetime) -> dict[UUID | None, dict[str, int]]:

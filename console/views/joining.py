@@ -8,8 +8,6 @@ again with the same link or e-mail address.
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -25,6 +23,7 @@ from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
+from tenants.actor import request_correlation
 from tenants.models import Invitation, InvitationState, Membership, Organization, User
 
 # The password backend: ``login`` must name one when several are configured (axes's).
@@ -33,11 +32,7 @@ BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 def _visitor(request: HttpRequest) -> Actor:
     """Someone without an account yet: an actor with no rights, for the log's metadata."""
-    return Actor(user=None, correlation_id=_correlation(request))
-
-
-def _correlation(request: HttpRequest) -> str:
-    return request.headers.get("X-Request-ID") or str(uuid.uuid4())
+    return Actor(user=None, correlation_id=request_correlation(request))
 
 
 def _welcome(request: HttpRequest, user: User, organization: Organization) -> HttpResponse:

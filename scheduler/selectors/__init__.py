@@ -2,6 +2,7 @@
 beyond their rows, reservations. None of them locks or writes."""
 
 from scheduler.selectors.capacity import cluster_allocation, cluster_allocations, gpus_held
+from scheduler.selectors.leases import ClusterLease, cluster_leases
 from scheduler.selectors.policy import (
     BUILTIN_PRIORITY_CLASSES,
     default_cohort,
@@ -19,10 +20,12 @@ from scheduler.selectors.workloads import WorkloadState, workload_events, worklo
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
+    "ClusterLease",
     "Utilisation",
     "WorkloadState",
     "cluster_allocation",
     "cluster_allocations",
+    "cluster_leases",
     "default_cohort",
     "gpus_held",
     "placements_utilisation",

@@ -19,11 +19,13 @@ plan, which follows from what the workload is.
 - ``reservations``: ``reservation_create``, ``reservation_cancel``.
 - ``endpoints``: ``workload_endpoints_set``, where a run's ports are reached.
 - ``workload_stream``: the lock and append the workload writes share.
+- ``fragmentation``: ``fragmentation_sample``, the operators' chart's telemetry (not events).
 """
 
 from scheduler.services.cancellation import workload_cancel
 from scheduler.services.dry_run import DryRun, workload_dry_run
 from scheduler.services.endpoints import workload_endpoints_set
+from scheduler.services.fragmentation import fragmentation_sample
 from scheduler.services.policy import priority_class_define, queue_configure
 from scheduler.services.reservations import reservation_cancel, reservation_create
 from scheduler.services.run_states import (
@@ -40,6 +42,7 @@ __all__ = [
     "DryRun",
     "check_standing",
     "check_submission",
+    "fragmentation_sample",
     "priority_class_define",
     "queue_configure",
     "reservation_cancel",

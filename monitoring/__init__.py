@@ -1,0 +1,5 @@
+"""Monitoring: ``/metrics`` for Prometheus (README "Metrics").
+
+An entry point like the console: it reads every app, no app imports it. The apps tell it what
+happens on their paths through hooks it answers in ``MonitoringConfig.ready``.
+"""
