@@ -90,7 +90,9 @@ THREAD_LEAVING_FIXTURES = frozenset({"live_server", "page", "browser", "context"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: bool(THREAD_LEAVING_FIXTURES & set(item.fixturenames)))
+    items.sort(
+        key=lambda item: bool(THREAD_LEAVING_FIXTURES & set(getattr(item, "fixturenames", ())))
+    )
     if connection.vendor == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (this run is the embedded default)")
