@@ -25,6 +25,12 @@ PAGES = [
     ("billing", "/billing"),
     ("organization", "/organization"),
 ]
+# With --operator EMAIL (a staff user, e.g. the demo's admin@neocloud.local / admin).
+OPERATOR_PAGES = [
+    ("operator-fleet", "/operator/fleet"),
+    ("operator-capacity", "/operator/capacity"),
+    ("operator-queues", "/operator/queues"),
+]
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
@@ -37,6 +43,8 @@ class Command(BaseCommand):
         parser.add_argument("--email", default=CUSTOMER[0])
         parser.add_argument("--password", default=CUSTOMER[1])
         parser.add_argument("--chromium", default=shutil.which("chromium") or "")
+        parser.add_argument("--operator", default="", help="a staff user's e-mail")
+        parser.add_argument("--operator-password", default="")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -52,23 +60,46 @@ class Command(BaseCommand):
             browser = playwright.chromium.launch(
                 executable_path=options["chromium"], args=CHROMIUM_ARGS
             )
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(f"{base}/login")
-            page.get_by_label("E-mail").fill(options["email"])
-            page.get_by_label("Password").fill(options["password"])
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"{base}/overview")
-            for name, path in PAGES:
-                response = page.goto(f"{base}{path}")
-                if response is None or response.status != 200:
-                    status = response.status if response else "no answer"
-                    self.stderr.write(f"skipped {path}: {status}")
-                    continue
-                page.screenshot(path=str(out / f"{name}.png"), full_page=True)
-                self.stdout.write(f"{out / name}.png")
-                if name == "workloads" and page.locator("main table a").count():
-                    page.locator("main table a").first.click()  # the newest workload's page
-                    page.wait_for_load_state()
-                    page.screenshot(path=str(out / "workload.png"), full_page=True)
-                    self.stdout.write(f"{out / 'workload'}.png")
+            self._shoot(browser, base, out, options["email"], options["password"], PAGES)
+            if options["operator"]:
+                self._shoot(
+                    browser,
+                    base,
+                    out,
+                    options["operator"],
+                    options["operator_password"],
+                    OPERATOR_PAGES,
+                )
             browser.close()
+
+    def _shoot(
+        self,
+        browser: Any,
+        base: str,
+        out: Path,
+        email: str,
+        password: str,
+        pages: list[tuple[str, str]],
+    ) -> None:
+        """Sign in as ``email`` in a fresh context, then picture each page."""
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"{base}/login")
+        page.get_by_label("E-mail").fill(email)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{base}/overview")
+        for name, path in pages:
+            response = page.goto(f"{base}{path}")
+            if response is None or response.status != 200:
+                status = response.status if response else "no answer"
+                self.stderr.write(f"skipped {path}: {status}")
+                continue
+            page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+            self.stdout.write(f"{out / name}.png")
+            if name == "workloads" and page.locator("main table a").count():
+                page.locator("main table a").first.click()  # the newest workload's page
+                page.wait_for_load_state()
+                page.screenshot(path=str(out / "workload.png"), full_page=True)
+                self.stdout.write(f"{out / 'workload'}.png")
+        context.close()
