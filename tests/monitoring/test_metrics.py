@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.test import Client, override_settings
@@ -16,12 +15,12 @@ from events.consumers import ProjectionConsumer, consumer_catch_up
 from events.replay import projections_replay
 from monitoring import projections as counters
 from monitoring.models import MetricHistogram
-from scheduler import services, tasks
+from scheduler import tasks
 from scheduler.models import Workload
-from tenants import services as tenant_services
-from tenants.models import Project
-from tests.builders import Builder, run
-from tests.scheduler.conftest import Tenant, job, ready_fleet
+from tests.builders import Builder
+from tests.scheduler.conftest import Tenant, ready_fleet
+from tests.scheduler.test_preemption_events import _queue as _quota
+from tests.scheduler.test_preemption_events import _submit
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -50,24 +49,6 @@ def _labels(**labels: str) -> frozenset[tuple[str, str]]:
 def _consume() -> int:
     (projection,) = [p for p in projections.asynchronous() if p.name == counters.Counters.name]
     return consumer_catch_up(ProjectionConsumer(projection))
-
-
-def _submit(project: Project, name: str, gpus: int, **fields: Any) -> Workload:
-    workload: Workload = run(
-        services.workload_submit, project=project, spec=job(name, gpus, **fields)
-    )
-    return workload
-
-
-def _quota(project: Project, gpus: int) -> None:
-    run(
-        tenant_services.quota_set,
-        organization=project.organization,
-        project=project,
-        gpu_model="h100",
-        max_gpus=gpus,
-    )
-    run(services.queue_configure, project=project)
 
 
 class Scenario:
