@@ -39,7 +39,7 @@ from bench.api import _database_url, _free_port, _serving
 from bench.registry import peak_rss_mb, scratch_database, suite
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
-from inventory.models import Node
+from inventory.models import Cluster, GpuModel, Node
 from neocloud.celery import app as celery_app
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import audit, scheduling, services
@@ -85,24 +85,30 @@ class Planned:
     kind: str
 
 
+def h100_cluster() -> tuple[Cluster, GpuModel]:
+    """The suites' cluster ``bench-1`` and its GPU model, ``h100``."""
+    region = atomic_with_retry(inventory.region_define, actor=ACTOR, slug="bench", name="B")
+    cluster = atomic_with_retry(
+        inventory.cluster_define, actor=ACTOR, region=region, slug="bench-1", name="B1"
+    )
+    model = atomic_with_retry(
+        inventory.gpu_model_define,
+        actor=ACTOR,
+        slug="h100",
+        name="H100",
+        vendor="NVIDIA",
+        memory_gib=80,
+        interconnect="nvswitch",
+        shareable=False,
+    )
+    return cluster, model
+
+
 def _seed() -> tuple[list[tuple[str, str]], str]:
     """The fleet, five organizations (one per cohort) of six projects, their queues and
     quotas, and the workloads to submit, interleaved over the queues."""
     with override_settings(SIMULATED_STEP_DELAY_S=0), _eager():
-        region = atomic_with_retry(inventory.region_define, actor=ACTOR, slug="bench", name="B")
-        cluster = atomic_with_retry(
-            inventory.cluster_define, actor=ACTOR, region=region, slug="bench-1", name="B1"
-        )
-        model = atomic_with_retry(
-            inventory.gpu_model_define,
-            actor=ACTOR,
-            slug="h100",
-            name="H100",
-            vendor="NVIDIA",
-            memory_gib=80,
-            interconnect="nvswitch",
-            shareable=False,
-        )
+        cluster, model = h100_cluster()
         for n in range(NODES):
             node, _ = atomic_with_retry(
                 inventory.node_register,

@@ -51,7 +51,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from bench.api import _children, _free_port, _server_peak_rss_mb, _serving
-from bench.e2e import _eager, _percentiles
+from bench.e2e import _eager, _percentiles, h100_cluster
 from bench.registry import peak_rss_mb, scratch_database, suite
 from events import store
 from execution import events as execution_events
@@ -99,20 +99,7 @@ class Seed:
 def _seed() -> Seed:
     """The agent nodes (registered, not provisioned: that needs their agents' heartbeats), a
     customer with a key and a project whose quota is the fleet."""
-    region = atomic_with_retry(inventory.region_define, actor=ACTOR, slug="bench", name="B")
-    cluster = atomic_with_retry(
-        inventory.cluster_define, actor=ACTOR, region=region, slug="bench-1", name="B1"
-    )
-    model = atomic_with_retry(
-        inventory.gpu_model_define,
-        actor=ACTOR,
-        slug="h100",
-        name="H100",
-        vendor="NVIDIA",
-        memory_gib=80,
-        interconnect="nvswitch",
-        shareable=False,
-    )
+    cluster, model = h100_cluster()
     nodes: dict[uuid.UUID, str] = {}
     for n in range(NODES):
         node, token = atomic_with_retry(
