@@ -99,7 +99,7 @@ def engine_alone(scale: float) -> dict[str, Any]:
     engine = Scheduler(Snapshot(nodes), policy)
     running: dict[str, tuple[float, Allocation]] = {}
     now = cpu = held = preempted_gpu_s = 0.0
-    cycles = preemptions = 0
+    cycles = preemptions = runs = 0
     free = float(total_gpus)
     # Per class: GPU-seconds of the free GPUs its waiting work could have used, by reason.
     idle_while_waiting: dict[str, Counter[str]] = defaultdict(Counter)
@@ -124,6 +124,7 @@ def engine_alone(scale: float) -> dict[str, Any]:
             preemptions += 1
         for allocation in decisions.allocations:
             del pending[allocation.workload]
+            runs += 1
             running[allocation.workload] = (now + runtime[allocation.workload], allocation)
             free -= allocation.gpu_milli / WHOLE
             usage.start(allocation.queue, allocation.organization, allocation.gpu_milli, now)
@@ -152,6 +153,8 @@ def engine_alone(scale: float) -> dict[str, Any]:
         "engine_preemptions": preemptions,
         "engine_preempted_gpu_s": round(preempted_gpu_s, 1),
         "engine_left_pending": len(pending),
+        "engine_runs": runs,  # grants: every workload once, and once more per preemption
+        "engine_free_gpus_at_end": engine.capacity.free_gpus_of(None),
         "engine_work_gpu_s": round(sum(demand[r] * runtime[r] for r in demand), 1),
         "engine_idle_gpu_s": round(total_gpus * now - held, 1),
         "engine_idle_while_waiting_gpu_s": {

@@ -30,7 +30,8 @@ class HeadOfLine:
     """The workloads of one cycle that wait for capacity, in the order the cycle met them, and
     whom they hold back: later work of no higher priority wanting one of the same models,
     unless backfill lets it run because it ends (by its estimate) before the blocker could
-    start."""
+    start. And those that wait for their queue's quota: they hold back the lower-priority work
+    of their queue that wants one of the same models."""
 
     def __init__(self, now: float, backfill: bool) -> None:
         self.now, self.backfill = now, backfill
@@ -38,9 +39,16 @@ class HeadOfLine:
         # Who holds back requests alike (models, priority, runtime estimate), until the next
         # blocker joins: most of a long queue waits behind the same few.
         self._held_back: dict[tuple[object, ...], _Blocker | None] = {}
+        # The soonest start among the blockers of each (models, priority).
+        self._soonest: dict[tuple[frozenset[str], int], float] = {}
+        # By queue: the first workload that waits for the queue's quota of these models.
+        self._quota: dict[str, list[tuple[Request, frozenset[str], PendingReason]]] = {}
 
     def holding_back(self, request: Request, models: frozenset[str]) -> PendingReason | None:
         """Why ``request`` (which may take ``models``) waits behind a blocker, or None."""
+        for blocker, wanted, reason in self._quota.get(request.queue, ()):
+            if blocker.priority > request.priority and not wanted.isdisjoint(models):
+                return reason
         if not self._blockers:
             return None
         alike = (request.gpu_models, request.priority, request.runtime_estimate_s)
@@ -63,10 +71,29 @@ class HeadOfLine:
                 return blocker
         return None
 
+    def waits_for_quota(self, request: Request, models: frozenset[str]) -> None:
+        """``request`` waits for its queue's quota: lower-priority work of its queue that wants
+        one of the same models waits behind it, rather than take that quota bit by bit (small
+        work would keep larger work of higher priority out of its own queue's quota)."""
+        held = self._quota.setdefault(request.queue, [])
+        if not any(models <= known and b.priority >= request.priority for b, known, _ in held):
+            held.append((request, models, reasons.behind_for_quota(request)))
+
     def waits(self, request: Request, models: frozenset[str], earliest_start: float) -> None:
         """``request`` waits for capacity it could have at ``earliest_start``: it holds back
-        the work after it."""
+        the work after it.
+
+        Unless an earlier blocker already holds back all it would: one of no lower priority,
+        wanting all of its models, that could start no later. That blocker comes first in
+        ``_blocked_by``, so leaving the request out changes nobody's decision nor reason, and
+        keeps the blockers few (without it, a cycle is quadratic in its waiting work)."""
+        priority = request.priority
+        for (known, above), soonest in self._soonest.items():
+            if above >= priority and models <= known and soonest <= earliest_start:
+                return
         self._blockers.append(_Blocker(request, models, earliest_start, reasons.behind(request)))
+        key = (models, priority)
+        self._soonest[key] = min(self._soonest.get(key, earliest_start), earliest_start)
         self._held_back.clear()
 
 

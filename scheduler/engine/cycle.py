@@ -22,6 +22,7 @@ from scheduler.engine.model import (
     PendingReason,
     Policy,
     Preemption,
+    ReasonCode,
     Request,
     Snapshot,
     Topology,
@@ -171,7 +172,8 @@ class Scheduler:
                 waiting[request.id] = reasons.no_matching_model(request, Snapshot(self.nodes))
                 continue
             # 3. Head-of-line: a workload waiting for capacity holds back later ones that want
-            #    the same models, unless they finish (by estimate) before it could start.
+            #    the same models, unless they finish (by estimate) before it could start; one
+            #    waiting for its queue's quota holds back lower-priority work of its queue.
             behind = head_of_line.holding_back(request, model_set)
             if behind is not None:
                 waiting[request.id] = behind
@@ -189,7 +191,9 @@ class Scheduler:
                 granted.append(outcome.allocation)
                 continue
             waiting[request.id] = outcome
-            if outcome.code in reasons.CAPACITY_CODES and self._fits_when_empty(
+            if outcome.code is ReasonCode.QUOTA:
+                head_of_line.waits_for_quota(request, model_set)
+            elif outcome.code in reasons.CAPACITY_CODES and self._fits_when_empty(
                 request, models, shapes
             ):
                 start = self._earliest_start(request, models, shapes)

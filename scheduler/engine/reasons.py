@@ -42,6 +42,17 @@ def behind(blocker: Request) -> PendingReason:
     )
 
 
+def behind_for_quota(blocker: Request) -> PendingReason:
+    """The reason of the work of its queue that ``blocker``, waiting for the queue's quota,
+    holds back."""
+    return PendingReason(
+        ReasonCode.BEHIND_HIGHER_PRIORITY,
+        f"waits behind {blocker.id} (priority {blocker.priority}) of the same queue, which"
+        " waits for the queue's quota first",
+        {"blocked_by": blocker.id, "blocker_priority": blocker.priority, "for": "quota"},
+    )
+
+
 def reserved(request: Request, model: str, held: int, free: int, policy: Policy) -> PendingReason:
     owners = sorted({r.id for r in policy.reservations if r.gpu_model == model})
     return PendingReason(

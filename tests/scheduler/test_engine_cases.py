@@ -583,6 +583,31 @@ GOES_FIRST = [
         {"new": ReasonCode.INSUFFICIENT},
         id="aging-lifts-a-long-waiting-job-over-a-fresh-higher-priority-one",
     ),
+    # The queue has 2 of its 4 GPUs left: the 4-GPU job of priority 10 waits for them, and the
+    # 1-GPU job of priority 1 of the same queue waits behind it rather than take them bit by
+    # bit; the same job of another queue is not held.
+    pytest.param(
+        nodes("n", 1, gpus=8),
+        [running("a", "n0", (0, 1))],
+        [
+            job("big", 4, priority=10),
+            job("small", 1, priority=1),
+            job("other", 1, priority=1, queue="r"),
+        ],
+        Policy(queues={"q": QueueConfig("q", nominal={"h100": 4})}),
+        ["other"],
+        {"big": ReasonCode.QUOTA, "small": ReasonCode.BEHIND_HIGHER_PRIORITY},
+        id="lower-priority-work-waits-behind-its-queue-s-work-waiting-for-quota",
+    ),
+    pytest.param(
+        nodes("n", 1, gpus=8),
+        [running("a", "n0", (0, 1))],
+        [job("big", 4, priority=10), job("small", 1, priority=10)],
+        Policy(queues={"q": QueueConfig("q", nominal={"h100": 4})}),
+        ["small"],
+        {"big": ReasonCode.QUOTA},
+        id="work-of-the-same-priority-is-not-held-for-quota",
+    ),
 ]
 
 
