@@ -4,4 +4,13 @@ A suite measures and never asserts: it returns one dict of figures, each beside 
 is compared with in the same run, and the process's peak memory (``registry``).
 """
 
-SUITE_MODULES = ("api", "e2e", "eventstore", "execution", "invoicing", "kueue_engine", "metering", "scheduler")
+SUITE_MODULES = (
+    "api",
+    "e2e",
+    "eventstore",
+    "execution",
+    "invoicing",
+    "kueue_engine",
+    "metering",
+    "scheduler",
+)

@@ -12,7 +12,7 @@ Figures: ``wall_s`` from the first submission until every workload ended; ``usag
 GPU-seconds held over (600 GPUs x ``wall_s``); ``alloc_latency_ms`` (submission to grant)
 p50/p99 per class; ``scheduled_per_s``; then ``double_booked_gpus`` and ``lost_workloads``
 checked from the log. Beside them, the engine alone in this process on the same workloads
-(a discrete-event run: the same cycles without the database, broker and HTTP), so that
+(``bench.kueue_engine``: the same cycles without the database, broker and HTTP), so that
 ``wall_vs_engine_makespan`` shows what the plumbing costs.
 """
 
@@ -35,7 +35,17 @@ from django.conf import settings
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from bench import kueue_engine
 from bench.api import _database_url, _free_port, _serving
+from bench.kueue_engine import (
+    BORROWING_LIMIT,
+    CLASSES,
+    COHORTS,
+    GPUS_PER_NODE,
+    NODES,
+    NOMINAL_GPUS,
+    QUEUES_PER_COHORT,
+)
 from bench.registry import peak_rss_mb, scratch_database, suite
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
@@ -43,11 +53,9 @@ from inventory.models import Cluster, GpuModel, Node
 from neocloud.celery import app as celery_app
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import audit, scheduling, services
-from scheduler.engine.cycle import Scheduler
-from scheduler.engine.model import WHOLE, Allocation, Request, Snapshot
+from scheduler.engine.model import WHOLE
 from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Workload
-from scheduler.snapshot import cluster_view
 from tenants.access import Actor
 from tenants.models import Scope
 from tenants.services import (
@@ -58,18 +66,6 @@ from tenants.services import (
     user_register,
 )
 
-COHORTS = 5
-QUEUES_PER_COHORT = 6
-NOMINAL_GPUS = 20
-BORROWING_LIMIT = 100
-NODES = 75
-GPUS_PER_NODE = 8
-# class: (count per queue at scale 1, GPUs per node, nodes, runtime s, priority)
-CLASSES = {
-    "small": (350, 1, 1, 0.2, 50),
-    "medium": (100, 5, 1, 0.5, 100),
-    "large": (50, 4, 5, 1.0, 200),
-}
 CLIENT_THREADS = 8
 WORKER_CONCURRENCY = 4  # runs mostly wait on commits
 FINISH_TIMEOUT_S = 1800.0
@@ -104,7 +100,7 @@ def h100_cluster() -> tuple[Cluster, GpuModel]:
     return cluster, model
 
 
-def _seed() -> tuple[list[tuple[str, str]], str]:
+def _seed() -> list[tuple[str, str]]:
     """The fleet, five organizations (one per cohort) of six projects, their queues and
     quotas, and the workloads to submit, interleaved over the queues."""
     with override_settings(SIMULATED_STEP_DELAY_S=0), _eager():
@@ -163,7 +159,7 @@ def _seed() -> tuple[list[tuple[str, str]], str]:
             queues.append((key, str(project.pk)))
     # Seeding ran cycles in this process, which took the lease: the workers' now.
     scheduling.leases_release(scheduling.holder_name())
-    return queues, str(cluster.pk)
+    return queues
 
 
 def _plan(queues: list[tuple[str, str]], scale: float) -> list[Planned]:
@@ -348,63 +344,12 @@ def _measure(submitted: dict[str, float], started: float) -> dict[str, Any]:
     }
 
 
-def _engine_alone(cluster_id: str) -> dict[str, Any]:
-    """The same workloads through the stateful engine in a discrete-event loop: every one
-    arrives at 0, each runs its runtime; cycles after every batch of completions."""
-    view = cluster_view(uuid.UUID(cluster_id))
-    runtime: dict[str, float] = {}
-    pending: dict[str, Request] = {}
-    for row in Workload.objects.all():
-        request = Request(
-            id=str(row.pk),
-            queue=str(row.project_id),
-            gpus_per_node=row.gpus_per_node,
-            nodes=row.nodes,
-            gpu_models=("h100",),
-            priority=row.priority,
-            runtime_estimate_s=row.runtime_estimate_s,
-            organization=str(row.organization_id),
-            project=str(row.project_id),
-            submitted_at=row.submitted_at.timestamp(),
-        )
-        pending[request.id] = request
-        runtime[request.id] = row.runtime_estimate_s or 0.0
-    engine = Scheduler(Snapshot(view.nodes), view.policy)
-    running: dict[str, tuple[float, Allocation]] = {}
-    now = cpu = held = 0.0
-    cycles = 0
-    while pending or running:
-        began = time.perf_counter()
-        decisions = engine.cycle(list(pending.values()), now)
-        cpu += time.perf_counter() - began
-        cycles += 1
-        for allocation in decisions.allocations:
-            del pending[allocation.workload]
-            running[allocation.workload] = (now + runtime[allocation.workload], allocation)
-        if not running:
-            break  # what is left can never start
-        now = min(end for end, _ in running.values())
-        for workload, (end, allocation) in list(running.items()):
-            if end <= now:
-                del running[workload]
-                engine.release(allocation)
-                held += allocation.gpu_milli / WHOLE * runtime[workload]
-    quota_gpus = COHORTS * QUEUES_PER_COHORT * NOMINAL_GPUS
-    return {
-        "engine_makespan_s": round(now, 2),
-        "engine_usage_pct": round(100 * held / (quota_gpus * now), 1) if now else 0.0,
-        "engine_cycles": cycles,
-        "engine_cpu_s": round(cpu, 2),
-        "engine_scheduled_per_s": round(len(runtime) / cpu, 1) if cpu else 0.0,
-    }
-
-
 @suite("e2e")
 def bench_e2e(scale: float) -> dict[str, Any]:
     if not settings.REDIS_URL or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
         raise CommandError("bench e2e needs PostgreSQL and Redis: set DATABASE_URL and REDIS_URL")
     with scratch_database():
-        queues, cluster_id = _seed()
+        queues = _seed()
         planned = _plan(queues, scale)
         queue = f"bench-e2e-{os.getpid()}"
         celery_app.conf.task_default_queue = queue
@@ -425,7 +370,7 @@ def bench_e2e(scale: float) -> dict[str, Any]:
             stop.set()
             figures = _measure(submitted, started)
         checked = audit.audit_log().as_dict()
-        engine = _engine_alone(cluster_id)
+        engine = kueue_engine.engine_alone(scale)
     return {
         "workloads": len(planned),
         "submit_errors": errors,

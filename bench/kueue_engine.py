@@ -3,32 +3,55 @@ configuration) through the stateful engine alone, in a discrete-event loop, with
 database, the broker or HTTP; ``bench e2e`` reports the same figures beside its real run.
 
 Every workload arrives at 0 and runs its runtime. A cycle runs at 0 and after every batch of
-completions, and its decisions are applied as the service applies them
-(``scheduling._applied``), and every cycle is ordered by the fair share of the usage so far
-(``FairShareUsage``, the service's half-life): grants start; a preempted workload's GPUs are given back at once and
-the workload is pending again, to be admitted anew and run its whole runtime again. The
-GPU-seconds a victim held until it was preempted count as held (``usage_pct``, like the real
-run's allocation rows) and, besides, as ``preempted_gpu_s`` (work thrown away).
+completions, ordered by the fair share of the usage so far (``FairShareUsage`` with the
+service's half-life), and its decisions are applied as the service applies them
+(``scheduling._applied``): grants start; a preempted workload's GPUs are given back at once
+(the engine gave them back in its cycle) and the workload is pending again, to be admitted anew
+and run its whole runtime again. The GPU-seconds a victim held until it was preempted count as
+held (``engine_usage_pct``, as the real run's allocation rows do) and, besides, as
+``engine_preempted_gpu_s``: work thrown away.
 
-Besides makespan and usage, where the rest of the GPU-seconds go: per class, the GPU-seconds
-its waiting work could have used of the GPUs that sat free while it waited, by the reason the
-engine gave (``reasons``); quota blocks; preemptions; free GPUs over time.
+Besides makespan and usage, where the idle GPU-seconds go: per class, the free GPU-seconds its
+waiting work could have used, by the reason the engine gave it (``reasons``); the reasons per
+class summed over cycles; preemptions; the mean free GPUs in each tenth of the makespan.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 
-from bench import e2e
 from bench.registry import peak_rss_mb, suite
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
-from scheduler.engine.model import WHOLE, Allocation, Node, Policy, QueueConfig, Request, Snapshot
+from scheduler.engine.model import (
+    WHOLE,
+    Allocation,
+    Node,
+    PendingReason,
+    Policy,
+    QueueConfig,
+    Request,
+    Snapshot,
+)
 
+# Kueue's scheduler performance configuration, as `bench e2e` seeds it.
+COHORTS = 5
+QUEUES_PER_COHORT = 6
+NOMINAL_GPUS = 20
+BORROWING_LIMIT = 100
+NODES = 75
+GPUS_PER_NODE = 8
+# class: (count per queue at scale 1, GPUs per node, nodes, runtime s, priority)
+CLASSES = {
+    "small": (350, 1, 1, 0.2, 50),
+    "medium": (100, 5, 1, 0.5, 100),
+    "large": (50, 4, 5, 1.0, 200),
+}
 MODEL = "h100"
 
 
@@ -38,47 +61,48 @@ def fleet() -> tuple[tuple[Node, ...], Policy]:
         Node(
             name=f"b{n:03d}",
             gpu_model=MODEL,
-            gpu_domains=(0,) * e2e.GPUS_PER_NODE,
+            gpu_domains=(0,) * GPUS_PER_NODE,
             cpu_milli=128_000,
             memory_mib=1_048_576,
         )
-        for n in range(e2e.NODES)
+        for n in range(NODES)
     )
     queues = {
         f"q{c}-{q}": QueueConfig(
             name=f"q{c}-{q}",
             cohort=f"cohort-{c}",
-            nominal={MODEL: e2e.NOMINAL_GPUS},
-            borrowing_limit=e2e.BORROWING_LIMIT,
+            nominal={MODEL: NOMINAL_GPUS},
+            borrowing_limit=BORROWING_LIMIT,
             organization=f"c{c}",
         )
-        for c in range(e2e.COHORTS)
-        for q in range(e2e.QUEUES_PER_COHORT)
+        for c in range(COHORTS)
+        for q in range(QUEUES_PER_COHORT)
     }
     return nodes, Policy(queues=queues, aging_step_s=settings.SCHEDULER_AGING_STEP_S)
 
 
 def workloads(scale: float) -> list[Request]:
-    """The workloads of ``bench e2e`` at ``scale``, in the order it submits them."""
-    queues = [
-        (f"c{c}", f"q{c}-{q}") for c in range(e2e.COHORTS) for q in range(e2e.QUEUES_PER_COHORT)
-    ]
+    """The workloads of ``bench e2e`` at ``scale`` (``_plan``'s counts), all arriving at 0: the
+    order of the list does not matter to a cycle."""
     requests = []
-    for planned in e2e._plan(queues, scale):
-        _, gpus, nodes, runtime, priority = e2e.CLASSES[planned.kind]
-        requests.append(
-            Request(
-                id=f"{planned.project}/{planned.name}",
-                queue=planned.project,
-                gpus_per_node=gpus,
-                nodes=nodes,
-                gpu_models=(MODEL,),
-                priority=priority,
-                runtime_estimate_s=runtime,
-                organization=planned.key,
-                project=planned.project,
-            )
-        )
+    for c in range(COHORTS):
+        for q in range(QUEUES_PER_COHORT):
+            queue = f"q{c}-{q}"
+            for kind, (count, gpus, nodes, runtime, priority) in CLASSES.items():
+                for i in range(max(1, round(count * scale))):
+                    requests.append(
+                        Request(
+                            id=f"{queue}/{kind}-{i}",
+                            queue=queue,
+                            gpus_per_node=gpus,
+                            nodes=nodes,
+                            gpu_models=(MODEL,),
+                            priority=priority,
+                            runtime_estimate_s=runtime,
+                            organization=f"c{c}",
+                            project=queue,
+                        )
+                    )
     return requests
 
 
@@ -102,15 +126,15 @@ def engine_alone(scale: float) -> dict[str, Any]:
     cycles = preemptions = runs = 0
     free = float(total_gpus)
     # Per class: GPU-seconds of the free GPUs its waiting work could have used, by reason.
-    idle_while_waiting: dict[str, Counter[str]] = defaultdict(Counter)
+    idle_while_waiting: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     reason_cycles: dict[str, Counter[str]] = defaultdict(Counter)
     free_over_time: list[tuple[float, float]] = []
     usage = FairShareUsage(settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S)
     while pending or running:
-        began = time.perf_counter()
+        began = time.process_time()
         engine.fair_share(*usage.as_of(now))
         decisions = engine.cycle(list(pending.values()), now)
-        cpu += time.perf_counter() - began
+        cpu += time.process_time() - began
         cycles += 1
         for preemption in decisions.preemptions:
             victim = preemption.victim
@@ -169,16 +193,16 @@ def engine_alone(scale: float) -> dict[str, Any]:
 
 
 def _idle(
-    waiting: dict[str, Any],
+    waiting: Mapping[str, PendingReason],
     kind: dict[str, str],
     demand: dict[str, float],
     free: float,
     seconds: float,
-    into: dict[str, Counter[str]],
+    into: dict[str, dict[str, float]],
 ) -> None:
     """The free GPUs over ``seconds`` that work waiting for them could have used, by class and
     reason: each class's share is its waiting demand, up to what is free."""
-    wanted: dict[tuple[str, str], float] = Counter()
+    wanted: dict[tuple[str, str], float] = defaultdict(float)
     for workload, reason in waiting.items():
         wanted[(kind[workload], reason.code.value)] += demand[workload]
     total = sum(wanted.values())

@@ -46,8 +46,8 @@ class HeadOfLine:
 
     def holding_back(self, request: Request, models: frozenset[str]) -> PendingReason | None:
         """Why ``request`` (which may take ``models``) waits behind a blocker, or None."""
-        for blocker, wanted, reason in self._quota.get(request.queue, ()):
-            if blocker.priority > request.priority and not wanted.isdisjoint(models):
+        for first, wanted, reason in self._quota.get(request.queue, ()):
+            if first.priority > request.priority and not wanted.isdisjoint(models):
                 return reason
         if not self._blockers:
             return None

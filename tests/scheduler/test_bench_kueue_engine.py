@@ -6,9 +6,7 @@ from __future__ import annotations
 from bench.kueue_engine import engine_alone, fleet, workloads
 
 
-def test_every_workload_runs_and_a_preempted_one_runs_again_on_capacity_given_back_once() -> (
-    None
-):
+def test_every_workload_runs_and_a_preempted_one_runs_again_on_capacity_given_back_once() -> None:
     figures = engine_alone(0.04)
 
     assert figures["engine_preemptions"] > 0  # reclaim: a queue takes back its nominal quota
