@@ -41,7 +41,8 @@ class HeadOfLine:
         self._held_back: dict[tuple[object, ...], _Blocker | None] = {}
         # The soonest start among the blockers of each (models, priority).
         self._soonest: dict[tuple[frozenset[str], int], float] = {}
-        # By queue: the first workload that waits for the queue's quota of these models.
+        # By queue: the work that waits for the queue's quota, with its models and the reason
+        # of those it holds back; none is covered by an earlier one (see ``waits_for_quota``).
         self._quota: dict[str, list[tuple[Request, frozenset[str], PendingReason]]] = {}
 
     def holding_back(self, request: Request, models: frozenset[str]) -> PendingReason | None:
@@ -74,7 +75,9 @@ class HeadOfLine:
     def waits_for_quota(self, request: Request, models: frozenset[str]) -> None:
         """``request`` waits for its queue's quota: lower-priority work of its queue that wants
         one of the same models waits behind it, rather than take that quota bit by bit (small
-        work would keep larger work of higher priority out of its own queue's quota)."""
+        work would keep larger work of higher priority out of its own queue's quota). Work
+        of the same priority is not held. A request covered by an earlier one (no lower
+        priority, all of its models) adds nobody."""
         held = self._quota.setdefault(request.queue, [])
         if not any(models <= known and b.priority >= request.priority for b, known, _ in held):
             held.append((request, models, reasons.behind_for_quota(request)))
