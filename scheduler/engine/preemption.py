@@ -282,8 +282,8 @@ class _Walk:
     ) -> tuple[_Room, list[Allocation], Iterator[Allocation]] | None:
         """The room, the victims and the candidates still to give back, as walking ``stream``
         (the candidates now) from its start would leave them once past the victims given; or
-        None when they make it fit without a victim (or the capacity forgot what moved). A
-        room where the request fits is a walk that stopped.
+        None when they make it fit without a victim. A room where the request fits is a walk
+        that stopped.
 
         The stream and the victims are both in ``ByCost`` order: a candidate that is new is
         given back where it comes, a victim no longer a candidate taken again, one no longer
@@ -292,9 +292,6 @@ class _Walk:
         once past them, it fitted nowhere before; when it fits, the nodes where it does are
         given their victims back one by one to see where the first starts to fit, and the
         victims after that taken again."""
-        moved = self.capacity.moved_since(self.moves)
-        if moved is None:
-            return None
         given, at, room = self.given, 0, self.room
         kept: list[Allocation] = []
         gone: list[Allocation] = []
@@ -322,6 +319,9 @@ class _Walk:
                 room.take_back(victim)
             else:
                 gone.append(victim)
+        moved = self.capacity.moved_since(self.moves)
+        if moved is None:
+            return None
         room.refresh(moved, gone)
         if room.fitting:  # the walk stops among them: where the first node starts to fit
             at = {id(victim): i for i, victim in enumerate(kept)}
