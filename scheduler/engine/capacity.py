@@ -16,9 +16,6 @@ from collections.abc import Collection, Iterable, Iterator
 
 from scheduler.engine.model import WHOLE, Allocation, Node, Snapshot
 
-# Changes of nodes' figures remembered (``moved_since``); older ones are forgotten.
-_MOVES_KEPT = 1 << 16
-
 # The GPU state of a node: free milli-GPU per GPU, NVLink domain per GPU, shareable.
 State = tuple[tuple[int, ...], tuple[int, ...], bool]
 # What placement makes of one state for one kind of request: the GPUs it would take, the
@@ -62,10 +59,8 @@ class Capacity:
         self._classes: dict[str | None, dict[int, list[str]]] = {}
         self._whole: dict[str | None, int] = {}  # whole free GPUs of schedulable nodes, by model
         self.version = 0  # moves on every change of the free figures
-        # The nodes whose free figures changed, in order, the first ``moved_before`` of them
-        # forgotten: what preemption's walks read since (``moved_since``).
-        self.moved: list[str] = []
-        self.moved_before = 0
+        # Node -> the version its free figures last changed at (preemption's walks read it).
+        self.touched: dict[str, int] = {}
         # Placement's memo: (kind of request, typical shapes) -> state id -> choice.
         self.choices: dict[tuple[object, ...], dict[int, Choice]] = {}
         for name, node in self.nodes.items():
@@ -94,11 +89,8 @@ class Capacity:
             if reindex and node.schedulable:
                 self._index(name, node)
             if reindex:
-                self.moved.append(name)
+                self.touched[name] = self.version + 1
         if reindex:
-            if len(self.moved) > _MOVES_KEPT:
-                self.moved_before += len(self.moved)
-                self.moved.clear()
             self.version += 1
 
     def _index(self, name: str, node: Node) -> None:
@@ -121,17 +113,6 @@ class Capacity:
         if not members:
             del classes[state_id]
         self._whole[node.gpu_model] -= self.gpu_free[name].count(WHOLE)
-
-    def moves(self) -> int:
-        """How many changes of nodes' free figures there have been (for ``moved_since``)."""
-        return self.moved_before + len(self.moved)
-
-    def moved_since(self, moves: int) -> list[str] | None:
-        """The nodes whose figures changed since there had been ``moves`` changes (None:
-        forgotten)."""
-        if moves < self.moved_before:
-            return None
-        return self.moved[moves - self.moved_before :]
 
     def classes(self, model: str | None) -> Iterator[tuple[int, list[str]]]:
         """(state id, names sorted) of the schedulable nodes of ``model`` (None: any model),

@@ -51,13 +51,11 @@ class ByCost:
         # Preemption's memo: the last walk of the candidates per kind of request (``_Walk``).
         self.walks: dict[tuple[object, ...], _Walk] = {}
         self.added = 0  # work added so far: a walk is taken up only while none came since
-        self._held: dict[int, Allocation] = {}  # by ``id``: what ``holds`` looks up
         for allocation in allocations:
             self.add(allocation)
 
     def add(self, allocation: Allocation) -> None:
         self.added += 1
-        self._held[id(allocation)] = allocation
         model = allocation.gpu_model
         self._all.setdefault(model, _Sorted()).add(allocation)
         if allocation.preemptible:
@@ -65,7 +63,6 @@ class ByCost:
             self._preemptible_in.setdefault((allocation.queue, model), _Sorted()).add(allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        self._held.pop(id(allocation), None)
         model = allocation.gpu_model
         self._all[model].remove(allocation)
         if allocation.preemptible:
@@ -74,7 +71,8 @@ class ByCost:
 
     def holds(self, allocation: Allocation) -> bool:
         """Whether this very allocation is among the running work."""
-        return self._held.get(id(allocation)) is allocation
+        known = self._all.get(allocation.gpu_model)
+        return known is not None and known.holds(allocation)
 
     def of(self, model: str) -> list[Allocation]:
         known = self._all.get(model)
@@ -112,6 +110,15 @@ class _Sorted:
             at += 1
         del self.keys[at]
         del self.allocations[at]
+
+    def holds(self, allocation: Allocation) -> bool:
+        key = self._key(allocation)
+        at = bisect.bisect_left(self.keys, key)
+        while at < len(self.keys) and self.keys[at] == key:
+            if self.allocations[at] is allocation:
+                return True
+            at += 1
+        return False
 
 
 def candidates(
@@ -237,7 +244,7 @@ def _walk(
                 fits = True
                 break
     if kind is not None:
-        running.walks[kind] = _Walk(room, removed, capacity, capacity.moves(), running.added)
+        running.walks[kind] = _Walk(room, removed, capacity, capacity.version, running.added)
     return (room, removed) if fits else None
 
 
@@ -264,17 +271,17 @@ def _kind(request: Request, model: str, ledger: QuotaLedger) -> tuple[object, ..
 
 class _Walk:
     """A walk of the candidates for single-node requests of one kind, as it stopped: the
-    room (with every victim given back), the victims in the order given, how many changes
-    the capacity had seen when the room's figures were read (``Capacity.moves``), and how
-    much work ``ByCost`` had had added (work added between cycles is the cheapest to
-    preempt: a walk is taken up only within a cycle, where work only leaves)."""
+    room (with every victim given back), the victims in the order given, the version of the
+    capacity the room's figures were read at, and how much work ``ByCost`` had had added
+    (work added between cycles is the cheapest to preempt: a walk is taken up only within
+    a cycle, where work only leaves)."""
 
-    __slots__ = ("added", "capacity", "given", "moves", "room")
+    __slots__ = ("added", "capacity", "given", "room", "version")
 
     def __init__(
-        self, room: _Room, given: list[Allocation], capacity: Capacity, moves: int, added: int
+        self, room: _Room, given: list[Allocation], capacity: Capacity, version: int, added: int
     ) -> None:
-        self.room, self.given, self.capacity, self.moves = room, given, capacity, moves
+        self.room, self.given, self.capacity, self.version = room, given, capacity, version
         self.added = added
 
     def resume(
@@ -319,10 +326,7 @@ class _Walk:
                 room.take_back(victim)
             else:
                 gone.append(victim)
-        moved = self.capacity.moved_since(self.moves)
-        if moved is None:
-            return None
-        room.refresh(moved, gone)
+        room.refresh(self.version, gone)
         if room.fitting:  # the walk stops among them: where the first node starts to fit
             at = {id(victim): i for i, victim in enumerate(kept)}
             starts = [room.starts_to_fit(name) for name in list(room.fitting)]
@@ -507,12 +511,12 @@ class _Room:
             if left:
                 self.given_on[name] = left
 
-    def refresh(self, moved: list[str], gone: list[Allocation]) -> None:
-        """The figures again after the capacity ``moved`` on these nodes and ``gone`` left
+    def refresh(self, version: int, gone: list[Allocation]) -> None:
+        """The figures again after the capacity moved (since ``version``) and ``gone`` left
         the running work: each node that moved (or that they were on) read again from the
         capacity, with what is still given back on it given back again."""
-        gone_ids = {id(victim) for victim in gone}
-        stale = {name for name in moved if name in self.free}
+        touched, gone_ids = self.capacity.touched, {id(victim) for victim in gone}
+        stale = {name for name in self.free if touched.get(name, 0) > version}
         for victim in gone:
             stale.update(p.node for p in victim.placements if p.node in self.free)
         for name in stale:
