@@ -59,8 +59,6 @@ class Capacity:
         self._classes: dict[str | None, dict[int, list[str]]] = {}
         self._whole: dict[str | None, int] = {}  # whole free GPUs of schedulable nodes, by model
         self.version = 0  # moves on every change of the free figures
-        # Node -> the version its free figures last changed at (preemption's walks read it).
-        self.touched: dict[str, int] = {}
         # Placement's memo: (kind of request, typical shapes) -> state id -> choice.
         self.choices: dict[tuple[object, ...], dict[int, Choice]] = {}
         for name, node in self.nodes.items():
@@ -88,8 +86,6 @@ class Capacity:
             self.memory_free[name] += sign * placement.memory_mib
             if reindex and node.schedulable:
                 self._index(name, node)
-            if reindex:
-                self.touched[name] = self.version + 1
         if reindex:
             self.version += 1
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import bisect
 import enum
-import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 from scheduler.engine.capacity import Capacity
@@ -48,14 +46,10 @@ class ByCost:
         self._all: dict[str | None, _Sorted] = {}
         self._preemptible: dict[str | None, _Sorted] = {}
         self._preemptible_in: dict[tuple[str, str | None], _Sorted] = {}
-        # Preemption's memo: the last walk of the candidates per kind of request (``_Walk``).
-        self.walks: dict[tuple[object, ...], _Walk] = {}
-        self.added = 0  # work added so far: a walk is taken up only while none came since
         for allocation in allocations:
             self.add(allocation)
 
     def add(self, allocation: Allocation) -> None:
-        self.added += 1
         model = allocation.gpu_model
         self._all.setdefault(model, _Sorted()).add(allocation)
         if allocation.preemptible:
@@ -68,11 +62,6 @@ class ByCost:
         if allocation.preemptible:
             self._preemptible[model].remove(allocation)
             self._preemptible_in[(allocation.queue, model)].remove(allocation)
-
-    def holds(self, allocation: Allocation) -> bool:
-        """Whether this very allocation is among the running work."""
-        known = self._all.get(allocation.gpu_model)
-        return known is not None and known.holds(allocation)
 
     def of(self, model: str) -> list[Allocation]:
         known = self._all.get(model)
@@ -110,15 +99,6 @@ class _Sorted:
             at += 1
         del self.keys[at]
         del self.allocations[at]
-
-    def holds(self, allocation: Allocation) -> bool:
-        key = self._key(allocation)
-        at = bisect.bisect_left(self.keys, key)
-        while at < len(self.keys) and self.keys[at] == key:
-            if self.allocations[at] is allocation:
-                return True
-            at += 1
-        return False
 
 
 def candidates(
@@ -184,10 +164,14 @@ def for_capacity(
     whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
-    walked = _walk(request, model, capacity, ledger, running, reservations)
-    if walked is None:
+    room = _Room(capacity, request, model)
+    removed: list[Allocation] = []
+    for victim in candidates(request, model, ledger, running, reservations):
+        removed.append(victim)
+        if room.give(victim):
+            break
+    else:
         return None
-    room, removed = walked
     # Only victims on nodes where the request now fits matter: sparing any other changes
     # nothing (taking work back never makes a node fit).
     pool = {v.workload: v for name in room.fitting for v in room.given_on.get(name, ())}
@@ -197,9 +181,6 @@ def for_capacity(
         if not room.fits():
             room.shift(victim, +1)
             needed.add(victim.workload)
-    for victim in pool.values():  # the room back as the walk left it, for the next walk
-        if victim.workload not in needed:
-            room.shift(victim, +1)
     removed = [victim for victim in removed if victim.workload in needed]
     for victim in removed:
         capacity.give(victim)
@@ -209,135 +190,6 @@ def for_capacity(
             capacity.take(victim)
         return None
     return placements, removed
-
-
-def _walk(
-    request: Request,
-    model: str,
-    capacity: Capacity,
-    ledger: QuotaLedger,
-    running: ByCost,
-    reservations: Sequence[Reservation],
-) -> tuple[_Room, list[Allocation]] | None:
-    """The candidates given back cheapest first until the request fits: the room they leave
-    and who they are; None when all of them would not make it fit.
-
-    A single-node request takes up the last walk of requests alike (``_Walk``) where it
-    stopped, when the candidates still start with what it gave back and no node fits there:
-    the same room and victims as walking again from the first candidate, at the cost of
-    reading the candidates and the nodes whose figures moved since."""
-    kind = _kind(request, model, ledger)
-    memo = running.walks.get(kind) if kind is not None else None
-    resumed = None
-    if memo is not None and memo.capacity is capacity and memo.added == running.added:
-        resumed = memo.resume(candidates(request, model, ledger, running, reservations), running)
-    if resumed is None:
-        room, removed = _Room(capacity, request, model), []
-        rest: Iterator[Allocation] = candidates(request, model, ledger, running, reservations)
-    else:
-        room, removed, rest = resumed
-    fits = resumed is not None and room.fits()  # taken up where its last victim made it fit
-    if not fits:
-        for victim in rest:
-            removed.append(victim)
-            if room.give(victim):
-                fits = True
-                break
-    if kind is not None:
-        running.walks[kind] = _Walk(room, removed, capacity, capacity.version, running.added)
-    return (room, removed) if fits else None
-
-
-def _kind(request: Request, model: str, ledger: QuotaLedger) -> tuple[object, ...] | None:
-    """Single-node requests alike, whose walks likely see the same candidates (``resume``
-    checks that they do): what the room reads of them, and what ``candidates`` picks them
-    by. None: a gang, never resumed."""
-    if request.nodes != 1:
-        return None
-    one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
-    reclaiming = ledger.within_nominal(request.queue, model, request.demand_on(1))
-    return (
-        model,
-        request.priority,
-        request.queue if reclaiming or request.reservation else None,
-        request.reservation,
-        request.gpu_milli,
-        request.gpus_per_node,
-        one_domain,
-        request.cpu_milli,
-        request.memory_mib,
-    )
-
-
-class _Walk:
-    """A walk of the candidates for single-node requests of one kind, as it stopped: the
-    room (with every victim given back), the victims in the order given, the version of the
-    capacity the room's figures were read at, and how much work ``ByCost`` had had added
-    (work added between cycles is the cheapest to preempt: a walk is taken up only within
-    a cycle, where work only leaves)."""
-
-    __slots__ = ("added", "capacity", "given", "room", "version")
-
-    def __init__(
-        self, room: _Room, given: list[Allocation], capacity: Capacity, version: int, added: int
-    ) -> None:
-        self.room, self.given, self.capacity, self.version = room, given, capacity, version
-        self.added = added
-
-    def resume(
-        self, stream: Iterator[Allocation], running: ByCost
-    ) -> tuple[_Room, list[Allocation], Iterator[Allocation]] | None:
-        """The room, the victims and the candidates still to give back, as walking ``stream``
-        (the candidates now) from its start would leave them once past the victims given; or
-        None when they make it fit without a victim. A room where the request fits is a walk
-        that stopped.
-
-        The stream and the victims are both in ``ByCost`` order: a candidate that is new is
-        given back where it comes, a victim no longer a candidate taken again, one no longer
-        running forgotten. A room holds the same figures whatever the order its victims came
-        back in, and giving back only makes more nodes fit: when the request fits nowhere
-        once past them, it fitted nowhere before; when it fits, the nodes where it does are
-        given their victims back one by one to see where the first starts to fit, and the
-        victims after that taken again."""
-        given, at, room = self.given, 0, self.room
-        kept: list[Allocation] = []
-        gone: list[Allocation] = []
-        following: Allocation | None = None
-        key = _Sorted._key
-        for candidate in stream:
-            while at < len(given) and given[at] is not candidate:
-                if key(given[at]) > key(candidate):
-                    break  # the candidate is new and comes first
-                if running.holds(given[at]):
-                    room.take_back(given[at])  # a candidate no more
-                else:
-                    gone.append(given[at])
-                at += 1
-            if at == len(given):
-                following = candidate
-                break
-            if given[at] is candidate:
-                at += 1
-            else:
-                room.insert(candidate)
-            kept.append(candidate)
-        for victim in given[at:]:
-            if running.holds(victim):
-                room.take_back(victim)
-            else:
-                gone.append(victim)
-        room.refresh(self.version, gone)
-        if room.fitting:  # the walk stops among them: where the first node starts to fit
-            at = {id(victim): i for i, victim in enumerate(kept)}
-            starts = [room.starts_to_fit(name) for name in list(room.fitting)]
-            if not kept or None in starts:
-                return None
-            stop = min(at[id(victim)] for victim in starts if victim is not None)
-            for victim in reversed(kept[stop + 1 :]):
-                room.take_back(victim)
-            return room, kept[: stop + 1], iter(())
-        rest = stream if following is None else itertools.chain((following,), stream)
-        return room, kept, rest
 
 
 def for_quota(
@@ -457,14 +309,21 @@ class _Room:
 
     def shift(self, allocation: Allocation, sign: int) -> None:
         """Give ``allocation`` back (+1) or take it again (-1)."""
-        room = self.free
+        capacity, room = self.capacity, self.free
         for placement in allocation.placements:
             name = placement.node
             figures = room.get(name)
             if figures is None:
-                figures = self._read(name)
-                if figures is None:
+                node = capacity.nodes.get(name)
+                if node is None:
                     continue
+                host = node.schedulable and node.gpu_model == self.model
+                figures = room[name] = [
+                    list(capacity.gpu_free[name]),
+                    capacity.cpu_free[name],
+                    capacity.memory_free[name],
+                    node if host else None,
+                ]
             free = figures[0]
             milli = sign * placement.gpu_milli
             for index in placement.gpus:
@@ -482,74 +341,6 @@ class _Room:
                 if fits != (name in self.fitting):
                     self._fit(name, fits)
 
-    def _read(self, name: str) -> list[Any] | None:
-        """The node's figures as the capacity has them (None: a node gone from it)."""
-        capacity = self.capacity
-        node = capacity.nodes.get(name)
-        if node is None:
-            return None
-        host = node.schedulable and node.gpu_model == self.model
-        figures = self.free[name] = [
-            list(capacity.gpu_free[name]),
-            capacity.cpu_free[name],
-            capacity.memory_free[name],
-            node if host else None,
-        ]
-        return figures
-
-    def insert(self, victim: Allocation) -> None:
-        """Give ``victim`` back among those given (each node's in ``ByCost`` order)."""
-        self.give(victim)
-        for name in {p.node for p in victim.placements}:
-            self.given_on[name].sort(key=_Sorted._key)
-
-    def take_back(self, victim: Allocation) -> None:
-        """Take a victim given back again: it is a candidate no more."""
-        self.shift(victim, -1)
-        for name in {p.node for p in victim.placements}:
-            left = [v for v in self.given_on.pop(name, ()) if v is not victim]
-            if left:
-                self.given_on[name] = left
-
-    def refresh(self, version: int, gone: list[Allocation]) -> None:
-        """The figures again after the capacity moved (since ``version``) and ``gone`` left
-        the running work: each node that moved (or that they were on) read again from the
-        capacity, with what is still given back on it given back again."""
-        touched, gone_ids = self.capacity.touched, {id(victim) for victim in gone}
-        stale = {name for name in self.free if touched.get(name, 0) > version}
-        for victim in gone:
-            stale.update(p.node for p in victim.placements if p.node in self.free)
-        for name in stale:
-            given = [v for v in self.given_on.pop(name, ()) if id(v) not in gone_ids]
-            if given:
-                self.given_on[name] = given
-            self._replay(name)
-
-    def starts_to_fit(self, name: str) -> Allocation | None:
-        """The victim given back on the node with which the request starts to fit there
-        (None: it fits with none)."""
-        return self._replay(name)
-
-    def _replay(self, name: str) -> Allocation | None:
-        """The node read again from the capacity and its victims given back one by one, in
-        order; the one with which the request starts to fit there, if it does."""
-        del self.free[name]
-        if name in self.fitting:
-            self._fit(name, False)
-        if self._read(name) is None:
-            return None
-        seen: set[int] = set()
-        starts: Allocation | None = None
-        fitted = name in self.fitting
-        for victim in self.given_on.get(name, ()):
-            if id(victim) in seen:
-                continue
-            seen.add(id(victim))
-            self.shift(_on(victim, name), +1)
-            if not fitted and name in self.fitting:
-                starts, fitted = victim, True
-        return starts
-
     def fits(self) -> bool:
         request = self.request
         if request.nodes == 1:
@@ -558,9 +349,3 @@ class _Room:
         if request.topology is Topology.SAME_RACK:
             return any(count >= wanted for count in self.per_rack.values())
         return len(self.fitting) >= wanted
-
-
-def _on(allocation: Allocation, node: str) -> Allocation:
-    """The part of ``allocation`` on ``node``."""
-    placements = tuple(p for p in allocation.placements if p.node == node)
-    return replace(allocation, placements=placements)
