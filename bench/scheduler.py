@@ -13,7 +13,11 @@ alike: the machine's other load only ever adds time):
   still waiting are scheduled again, by the ``Scheduler`` that kept its state from the full
   cycle (``rescheduled_full_ms`` is the same cycle run from scratch by ``schedule()``). Work
   granted in a cycle is not preempted in it, so this second cycle also preempts what the
-  first one granted to lower priorities (``incremental_preemptions``);
+  first one granted to lower priorities (``incremental_preemptions``, of which
+  ``incremental_victims_granted_by_full_cycle``): the first cycle orders by effective
+  priority (aging), preemption compares priorities;
+- ``steady_cycle_ms``: the cycle after that, once more after one allocation ends: the
+  workloads still waiting, with nothing owed from the first cycle;
 - ``baseline_decisions_per_s``: a naive first-fit (arrival order, first node with enough free
   GPUs, CPU and memory; no quotas, priorities, topology or fragmentation) on the same scenario
   in the same process, node by node;
@@ -236,6 +240,17 @@ def _round(snapshot: Snapshot, pending: list[Request], policy: Policy) -> dict[s
     from_scratch, rescheduled_s = _timed(
         lambda: schedule(Snapshot(snapshot.nodes, allocations), waiting, policy, later)
     )
+
+    # 3. Steady state: one more allocation ends, the workloads still waiting are scheduled
+    #    again a second later (the preemptions the first cycle's grants owed are done).
+    allocations = _after(Snapshot(snapshot.nodes, allocations), incremental)
+    ended = incremental.allocations or full.allocations
+    still = [r for r in waiting if r.id in incremental.pending]
+    if ended:
+        engine.release(ended[0])
+        allocations = tuple(a for a in allocations if a.workload != ended[0].workload)
+    steady, steady_s = _timed(lambda: engine.cycle(still, later + 1.0))
+    expected = schedule(Snapshot(snapshot.nodes, allocations), still, policy, later + 1.0)
     return {
         "full": full,
         "full_s": full_s,
@@ -243,7 +258,10 @@ def _round(snapshot: Snapshot, pending: list[Request], policy: Policy) -> dict[s
         "incremental": incremental,
         "incremental_s": incremental_s,
         "rescheduled_s": rescheduled_s,
-        "same": same and from_scratch == incremental,
+        "still": still,
+        "steady": steady,
+        "steady_s": steady_s,
+        "same": same and from_scratch == incremental and expected == steady,
     }
 
 
@@ -262,6 +280,8 @@ def scheduler(scale: float) -> dict[str, Any]:
     full_s = min(r["full_s"] for r in rounds)
     incremental_s = min(r["incremental_s"] for r in rounds)
     rescheduled_s = min(r["rescheduled_s"] for r in rounds)
+    steady, steady_s = first["steady"], min(r["steady_s"] for r in rounds)
+    granted_first = {a.workload for a in full.allocations}
 
     figures = {
         "nodes": len(snapshot.nodes),
@@ -277,7 +297,14 @@ def scheduler(scale: float) -> dict[str, Any]:
         "incremental_allocations": len(incremental.allocations),
         "incremental_preemptions": len(incremental.preemptions),
         "incremental_decisions_per_s": _rate(len(waiting), incremental_s),
+        "incremental_victims_granted_by_full_cycle": sum(
+            p.victim in granted_first for p in incremental.preemptions
+        ),
         "rescheduled_full_ms": _ms(rescheduled_s),
+        "steady_cycle_ms": _ms(steady_s),
+        "steady_pending": len(first["still"]),
+        "steady_allocations": len(steady.allocations),
+        "steady_preemptions": len(steady.preemptions),
         "baseline_ms": _ms(baseline_s),
         "baseline_allocations": len(placed_naively),
         "baseline_decisions_per_s": _rate(len(pending), baseline_s),
@@ -286,7 +313,10 @@ def scheduler(scale: float) -> dict[str, Any]:
         "grouped_baseline_decisions_per_s": _rate(len(pending), grouped_s),
         "baselines_place_alike": placed_grouped == placed_naively,
         "same_decisions_as_schedule": all(r["same"] for r in rounds)
-        and all(r["full"] == full and r["incremental"] == incremental for r in rounds),
+        and all(
+            r["full"] == full and r["incremental"] == incremental and r["steady"] == steady
+            for r in rounds
+        ),
     }
     return {
         "suite": "scheduler",

@@ -21,6 +21,7 @@ def test_the_suite_reports_its_figures_against_the_baseline() -> None:
     for key in (
         "full_cycle_ms",
         "incremental_cycle_ms",
+        "steady_cycle_ms",
         "decisions_per_s",
         "baseline_decisions_per_s",
         "grouped_baseline_decisions_per_s",
