@@ -220,7 +220,8 @@ def _ratio(engine_s: float, baseline_s: float) -> float | None:
 
 
 def _round(snapshot: Snapshot, pending: list[Request], policy: Policy) -> dict[str, Any]:
-    """The full cycle, the release, the incremental cycle and its check, timed once."""
+    """The full cycle, the release, the incremental cycle, the steady one after another
+    release, and their checks against ``schedule()``; timed once."""
     # 1. The full cycle, by a Scheduler that keeps its state for the next one.
     engine = Scheduler(snapshot, policy)
     full, full_s = _timed(lambda: engine.cycle(pending, NOW))
@@ -267,7 +268,8 @@ def _round(snapshot: Snapshot, pending: list[Request], policy: Policy) -> dict[s
 
 @suite("scheduler")
 def scheduler(scale: float) -> dict[str, Any]:
-    """A full cycle, an incremental one and naive first-fit; see the module docstring."""
+    """A full cycle, an incremental and a steady one, and two first-fit baselines; see the
+    module docstring."""
     snapshot, pending, policy = scenario(scale)
 
     naive = [_timed(lambda: first_fit(snapshot, pending)) for _ in range(ROUNDS)]
