@@ -6,10 +6,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bench.first_fit import first_fit, grouped_first_fit
 from bench.scheduler import scheduler as scheduler_suite
 from scheduler.engine import Allocation, Decisions, Node, Policy, Request, Snapshot, schedule
 from scheduler.engine.cycle import Scheduler
-from tests.strategies import NOW, SETTINGS, fleets, policies, requests
+from tests.strategies import NOW, SETTINGS, fleets, policies, requests, scenarios
 
 
 def test_the_suite_reports_its_figures_against_the_baseline() -> None:
@@ -20,16 +21,36 @@ def test_the_suite_reports_its_figures_against_the_baseline() -> None:
     for key in (
         "full_cycle_ms",
         "incremental_cycle_ms",
+        "steady_cycle_ms",
         "decisions_per_s",
         "baseline_decisions_per_s",
+        "grouped_baseline_decisions_per_s",
         "allocations",
         "pending",
     ):
         assert figures[key] > 0, key
     assert figures["same_decisions_as_schedule"] is True
+    assert figures["baselines_place_alike"] is True
+    assert figures["grouped_baseline_allocations"] == figures["baseline_allocations"]
     assert result["ratios"]["decisions_vs_baseline"] > 0
+    assert result["ratios"]["decisions_vs_grouped_baseline"] > 0
     assert result["peak_rss_mb"] > 0
     assert set(result["machine"]) == {"cpus", "python"}
+
+
+@SETTINGS
+@given(scenarios())
+def test_first_fit_by_groups_of_nodes_places_as_first_fit_node_by_node(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    # given any cluster with running work, and pending workloads
+    snapshot, pending, _policy = scenario
+
+    # when both baselines place them
+    grouped = grouped_first_fit(snapshot, pending)
+
+    # then grouping nodes changes no placement
+    assert grouped == first_fit(snapshot, pending)
 
 
 def _after(allocations: tuple[Allocation, ...], decisions: Decisions) -> list[Allocation]:
