@@ -3,18 +3,23 @@
 The suite seeds a scratch PostgreSQL database through the services (an owner; an organization
 with ``SEED_PROJECTS`` projects to list; a second one to create projects in, so the listed
 page stays the same all run; an owner's API key with every scope in each), starts gunicorn on
-it, and drives three workloads with the same client:
+it, and drives four workloads with the same client:
 
 * ``baseline``: ``GET /bench/baseline``, a minimal Django JSON view (``bench.urls``)
   served by the same gunicorn through the same middleware: the floor every request pays;
+* ``baseline_auth``: ``GET /bench/baseline-auth`` with the Bearer key, a minimal DRF view
+  (``bench.urls.BaselineAuth``) that authenticates the key as the API does (its row with its
+  user and membership, the hash, the throttles) and makes one query by primary key: the
+  floor every authenticated API request pays, and the one the goals are set against;
 * ``list``: ``GET /api/v1/projects`` with the Bearer key (key lookup, throttles, tenant scope,
   a cursor page of the seeded projects);
 * ``create``: ``POST /api/v1/projects`` with a unique name and slug per request (a service
   call: row lock on the organization, event append, synchronous projection).
 
-The figures are read as ratios against the baseline of the same run, so the machine cancels.
-The workloads run interleaved in ``ROUNDS`` rounds (baseline, list, create, baseline, ...),
-so a slow spell of the machine is shared by all three instead of sinking one.
+The figures are read as ratios against the baselines of the same run, so the machine
+cancels. The workloads run interleaved in ``ROUNDS`` rounds (baseline, baseline_auth, list,
+create, baseline, ...), so a slow spell of the machine is shared by all four instead of
+sinking one.
 
 Server. ``gunicorn -k gthread --workers 2 --threads 4`` for all three workloads: one process
 per core of the 2-core machine it was tuned on (the GIL allows one core per process), and a
@@ -24,7 +29,7 @@ faster with fewer threads per worker, likely because a thread holding the organi
 lock and the append lock then waits less for the GIL behind its siblings. It gets the
 settings the command was given, except: the scratch database, ``DEBUG=0``, a per-key throttle of
 ``THROTTLE_RATE`` (so throttling never refuses a request) and ``bench.settings``
-(the project's settings with the baseline route). ``REDIS_URL`` is passed through unchanged:
+(the project's settings with the baselines' routes). ``REDIS_URL`` is passed through unchanged:
 set, the throttle counters live in Redis, as in production; unset, in each worker's memory
 (``figures.cache`` says which).
 
@@ -83,6 +88,9 @@ SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 30.0
 SETTINGS_MODULE = "bench.settings"
+# Issue 16's goals, as ratios to the authenticated baseline.
+LIST_GOAL = 0.5
+CREATE_GOAL = 0.3
 
 
 # --- seed ------------------------------------------------------------------------------------
@@ -516,6 +524,7 @@ def _workloads(seed: Seed) -> list[Workload]:
 
     return [
         Workload("baseline", "GET", "/bench/baseline"),
+        Workload("baseline_auth", "GET", "/bench/baseline-auth", headers=_bearer(seed.read_key)),
         Workload("list", "GET", "/api/v1/projects", headers=_bearer(seed.read_key)),
         Workload(
             "create",
@@ -587,16 +596,27 @@ def api(scale: float) -> dict[str, Any]:
         f"gunicorn {_gunicorn_version()} -k gthread --workers {SERVER_WORKERS}"
         f" --threads {SERVER_THREADS}"
     )
-    baseline = figures["baseline_rps"]
+    baseline, authenticated = figures["baseline_rps"], figures["baseline_auth_rps"]
+    ratios = {
+        "list_vs_baseline": _ratio(figures["list_rps"], baseline),
+        "create_vs_baseline": _ratio(figures["create_rps"], baseline),
+        "list_vs_baseline_auth": _ratio(figures["list_rps"], authenticated),
+        "create_vs_baseline_auth": _ratio(figures["create_rps"], authenticated),
+    }
     return {
         "suite": "api",
         "unit": "requests/s",
         "scale": scale,
         "figures": figures,
         "baseline": "minimal Django JSON view on the same gunicorn",
-        "ratios": {
-            "list_vs_baseline": _ratio(figures["list_rps"], baseline),
-            "create_vs_baseline": _ratio(figures["create_rps"], baseline),
+        "baseline_auth": "minimal API view: the key authenticated as the API does, one query"
+        " by primary key",
+        "ratios": ratios,
+        "goals": {
+            "list_vs_baseline_auth": LIST_GOAL,
+            "create_vs_baseline_auth": CREATE_GOAL,
+            "met": (ratios["list_vs_baseline_auth"] or 0) >= LIST_GOAL
+            and (ratios["create_vs_baseline_auth"] or 0) >= CREATE_GOAL,
         },
         "list_rps": figures["list_rps"],
         "create_rps": figures["create_rps"],
