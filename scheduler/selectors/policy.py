@@ -47,15 +47,6 @@ def default_cohort(project: Project) -> str:
     return f"org-{project.organization_id}"
 
 
-def quota_limit(project: Project, gpu_model: str) -> int | None:
-    """The project's quota of ``gpu_model``, else its organization's; None: no limit."""
-    quotas = {
-        q.project_id: q.max_gpus
-        for q in Quota.objects.filter(organization_id=project.organization_id, gpu_model=gpu_model)
-    }
-    return quotas.get(project.pk, quotas.get(None))
-
-
 def queues_of(visible: QuerySet[Project]) -> list[dict[str, Any]]:
     """The queue of each of the ``visible`` projects, by organization and slug: its terms,
     depth, running work and usage against quota (a few queries, however many projects)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
+from django.db.models import Q
 
 from events import store
 from events.store import NO_STREAM
@@ -21,7 +22,7 @@ from scheduler import events as ev
 from scheduler import triggers
 from scheduler.errors import QuotaExceeded, Unschedulable
 from scheduler.models import Reservation, ReservationStatus, Workload
-from scheduler.selectors import priority_of, quota_limit
+from scheduler.selectors import priority_of
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
@@ -29,7 +30,7 @@ from scheduler.services.standing import check_approval, check_standing
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
-from tenants.models import Organization, Project
+from tenants.models import Organization, Project, Quota
 
 
 def workload_submit(
@@ -78,9 +79,16 @@ def check_submission(
     plan = _price_plan(spec, preemptible)
     cluster = cluster_for(spec, facts)
     _check_fits(spec, cluster, facts)
-    _check_quota(project, spec)
+    quotas = list(  # one read for the quota and the month's GPU-hours
+        Quota.objects.filter(
+            Q(project__isnull=True) | Q(project=project), organization_id=organization.pk
+        )
+    )
+    _check_quota(project, spec, quotas)
     _check_reservation(project, spec, cluster)
-    check_standing(organization=organization, project=project, gpu_models=spec.gpu_models)
+    check_standing(
+        organization=organization, project=project, gpu_models=spec.gpu_models, quotas=quotas
+    )
     gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
     check_approval(gpus, "gpus_per_node", order_id)
     return ev.WorkloadSubmitted(
@@ -167,18 +175,23 @@ def _check_fits(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> None
         )
 
 
-def _check_quota(project: Project, spec: WorkloadSpec) -> None:
-    """A workload larger than the project's (or organization's) quota could never start."""
+def _check_quota(project: Project, spec: WorkloadSpec, quotas: list[Quota]) -> None:
+    """A workload larger than the project's (or organization's) quota could never start.
+    ``quotas``: the organization's own and the project's."""
+    limits = {(q.project_id, q.gpu_model): q.max_gpus for q in quotas}
+
+    def limit(model: str) -> int | None:
+        return limits.get((project.pk, model), limits.get((None, model)))
+
     demand = spec.gpus_per_node * (spec.min_nodes or spec.nodes) * spec.gpu_milli / 1000
     for model in spec.gpu_models:
-        limit = quota_limit(project, model)
-        if limit is None or demand <= limit:
+        allowed = limit(model)
+        if allowed is None or demand <= allowed:
             return
     if not spec.gpu_models:
         return
     raise QuotaExceeded(
-        f"asks {demand:g} GPUs; the quota allows {quota_limit(project, spec.gpu_models[0])}"
-        f" {spec.gpu_models[0]}",
+        f"asks {demand:g} GPUs; the quota allows {limit(spec.gpu_models[0])} {spec.gpu_models[0]}",
         fields={"gpus_per_node": ["quota_exceeded"]},
         details={"needed": demand},
     )
