@@ -7,7 +7,7 @@ import pytest
 
 from tests.bench import bench_json
 
-WORKLOADS = ("baseline", "baseline_auth", "list", "create")
+WORKLOADS = ("baseline", "baseline_auth", "list", "create", "workloads_list", "workloads_create")
 
 
 @pytest.mark.postgres
@@ -21,6 +21,8 @@ def test_the_api_benchmark_prints_its_figures_as_json() -> None:
         "create_vs_baseline",
         "list_vs_baseline_auth",
         "create_vs_baseline_auth",
+        "workloads_list_vs_baseline_auth",
+        "workloads_create_vs_baseline_auth",
     }
     assert all(ratio > 0 for ratio in figures["ratios"].values())
     goals = figures["goals"]
