@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from events.models import Event
 from scheduler import events as ev
-from scheduler.engine.model import Policy
+from scheduler.engine.model import Policy, Request
 from scheduler.engine.ordering import ordered
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadWait
 from scheduler.selectors.utilisation import Utilisation, workloads_utilisation
-from scheduler.snapshot import cluster_policy, cluster_usage, request_of
+from scheduler.snapshot import cluster_policy, cluster_usage, epoch
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,20 @@ def places_in_line(cluster_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
     for cluster_id in cluster_ids:
         rows = Workload.objects.filter(
             cluster_id=cluster_id, status__in=WAITING_STATUSES, cancel_requested=False
-        ).values(*_REQUEST_FIELDS)
-        pending = [request_of(row) for row in rows]
+        ).values_list("id", "project_id", "organization_id", "priority", "submitted_at")
+        # Requests of what the order reads (as ``snapshot.request_of`` makes them), no more:
+        # the line may be long.
+        pending = [
+            Request(
+                id=str(pk),
+                queue=str(project),
+                project=str(project),
+                organization=str(organization),
+                priority=priority,
+                submitted_at=epoch(submitted_at),
+            )
+            for pk, project, organization, priority, submitted_at in rows
+        ]
         if len({(r.organization, r.queue) for r in pending}) > 1:
             usage = cluster_usage(cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
             queues, organizations = usage.as_of(now.timestamp())
@@ -89,27 +101,6 @@ def places_in_line(cluster_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
         for place, request in enumerate(ordered(pending, policy, now.timestamp()), start=1):
             places[uuid.UUID(request.id)] = place
     return places
-
-
-# What ``snapshot.request_of`` reads of a row.
-_REQUEST_FIELDS = (
-    "id",
-    "project_id",
-    "organization_id",
-    "gpus_per_node",
-    "nodes",
-    "min_nodes",
-    "gpu_milli",
-    "cpu_milli",
-    "memory_mib",
-    "gpu_models",
-    "priority",
-    "preemptible",
-    "topology",
-    "reservation_id",
-    "runtime_estimate_s",
-    "submitted_at",
-)
 
 
 def workload_events(workload: Workload) -> QuerySet[Event]:
