@@ -3,18 +3,29 @@
 The suite seeds a scratch PostgreSQL database through the services (an owner; an organization
 with ``SEED_PROJECTS`` projects to list; a second one to create projects in, so the listed
 page stays the same all run; an owner's API key with every scope in each), starts gunicorn on
-it, and drives three workloads with the same client:
+it, and drives six workloads with the same client:
 
 * ``baseline``: ``GET /bench/baseline``, a minimal Django JSON view (``bench.urls``)
   served by the same gunicorn through the same middleware: the floor every request pays;
+* ``baseline_auth``: ``GET /bench/baseline-auth`` with the Bearer key, a minimal DRF view
+  (``bench.urls.BaselineAuth``) that authenticates the key as the API does (its row with its
+  user and membership, the hash, the throttles) and makes one query by primary key: the
+  floor every authenticated API request pays, and the one the goals are set against;
 * ``list``: ``GET /api/v1/projects`` with the Bearer key (key lookup, throttles, tenant scope,
   a cursor page of the seeded projects);
 * ``create``: ``POST /api/v1/projects`` with a unique name and slug per request (a service
-  call: row lock on the organization, event append, synchronous projection).
+  call: row lock on the organization, event append, synchronous projection);
+* ``workloads_list``: ``GET /api/v1/workloads`` of a project with ``SEED_WORKLOADS`` waiting
+  workloads (their reasons and places in line beside the rows);
+* ``workloads_create``: ``POST /api/v1/workloads``, a 1-GPU job (every check of a
+  submission against the fleet, quota and standing; an append; the row with its place in
+  its cluster's line, which grows with every create). No worker runs: its cycles are only
+  asked for.
 
-The figures are read as ratios against the baseline of the same run, so the machine cancels.
-The workloads run interleaved in ``ROUNDS`` rounds (baseline, list, create, baseline, ...),
-so a slow spell of the machine is shared by all three instead of sinking one.
+The figures are read as ratios against the baselines of the same run, so the machine
+cancels. The workloads run interleaved in ``ROUNDS`` rounds (baseline, baseline_auth, list,
+create, workloads_list, workloads_create, baseline, ...), so a slow spell of the machine is
+shared by all of them instead of sinking one.
 
 Server. ``gunicorn -k gthread --workers 2 --threads 4`` for all three workloads: one process
 per core of the 2-core machine it was tuned on (the GIL allows one core per process), and a
@@ -24,7 +35,7 @@ faster with fewer threads per worker, likely because a thread holding the organi
 lock and the append lock then waits less for the GIL behind its siblings. It gets the
 settings the command was given, except: the scratch database, ``DEBUG=0``, a per-key throttle of
 ``THROTTLE_RATE`` (so throttling never refuses a request) and ``bench.settings``
-(the project's settings with the baseline route). ``REDIS_URL`` is passed through unchanged:
+(the project's settings with the baselines' routes). ``REDIS_URL`` is passed through unchanged:
 set, the throttle counters live in Redis, as in production; unset, in each worker's memory
 (``figures.cache`` says which).
 
@@ -66,9 +77,12 @@ from django.db import connection, connections
 
 from bench.registry import peak_rss_mb, scratch_database, suite
 from bench.urls import WORKER_HEADER
+from inventory import services as inventory
 from neocloud.core.transactions import atomic_with_retry
+from scheduler import services as scheduler_services
+from scheduler.specs import WorkloadSpec
 from tenants.access import Actor
-from tenants.models import Scope
+from tenants.models import Project, Scope
 from tenants.services import api_key_create, organization_create, project_create, user_register
 
 CLIENTS = 16
@@ -76,6 +90,8 @@ CLIENT_PROCESSES = 2
 SERVER_WORKERS = 2
 SERVER_THREADS = 4
 SEED_PROJECTS = 20
+SEED_WORKLOADS = 20
+SEED_NODES = 2
 ROUNDS = 3
 BALANCE_ATTEMPTS = 50
 THROTTLE_RATE = "1000000/min"
@@ -83,6 +99,9 @@ SERVER_START_TIMEOUT_S = 60.0
 SERVER_STOP_TIMEOUT_S = 15.0
 REQUEST_TIMEOUT_S = 30.0
 SETTINGS_MODULE = "bench.settings"
+# Issue 16's goals, as ratios to the authenticated baseline.
+LIST_GOAL = 0.5
+CREATE_GOAL = 0.3
 
 
 # --- seed ------------------------------------------------------------------------------------
@@ -90,11 +109,16 @@ SETTINGS_MODULE = "bench.settings"
 
 @dataclass(frozen=True)
 class Seed:
-    """Two organizations of one owner: one read (its page never changes), one written to."""
+    """Two organizations of one owner: one read (its page never changes), one written to;
+    a project of each for workloads, on clusters of their own regions (so the line of work
+    the creates make does not lengthen the line the listed page waits in)."""
 
     read_key: str
     writes_organization: str
     write_key: str
+    read_project: str
+    writes_project: str
+    writes_region: str
 
 
 def _seed() -> Seed:
@@ -124,7 +148,51 @@ def _seed() -> Seed:
         )[1]
         for organization in (read, writes)
     ]
-    return Seed(read_key=keys[0], writes_organization=str(writes.pk), write_key=keys[1])
+    model = atomic_with_retry(
+        inventory.gpu_model_define,
+        actor=actor,
+        slug="h100",
+        name="H100",
+        vendor="NVIDIA",
+        memory_gib=80,
+        interconnect="nvswitch",
+        shareable=False,
+    )
+    for region_slug in ("bench-read", "bench-writes"):
+        region = atomic_with_retry(
+            inventory.region_define, actor=actor, slug=region_slug, name=region_slug
+        )
+        cluster = atomic_with_retry(
+            inventory.cluster_define, actor=actor, region=region, slug=region_slug, name="B"
+        )
+        for n in range(SEED_NODES):
+            atomic_with_retry(
+                inventory.node_register,
+                actor=actor,
+                cluster=cluster,
+                name=f"{region_slug}-{n}",
+                gpu_model=model,
+                cpu_milli=128_000,
+                memory_mib=1_048_576,
+                gpus=[inventory.GpuSlot(index=g) for g in range(8)],
+            )
+    read_project = Project.objects.get(organization=read, slug="seeded-0")
+    writes_project = atomic_with_retry(
+        project_create, actor=actor, organization=writes, name="Jobs", slug="jobs"
+    )
+    for n in range(SEED_WORKLOADS):
+        spec = WorkloadSpec(name=f"seeded {n}", gpu_models=("h100",), region="bench-read")
+        atomic_with_retry(
+            scheduler_services.workload_submit, actor=actor, project=read_project, spec=spec
+        )
+    return Seed(
+        read_key=keys[0],
+        writes_organization=str(writes.pk),
+        write_key=keys[1],
+        read_project=str(read_project.pk),
+        writes_project=str(writes_project.pk),
+        writes_region="bench-writes",
+    )
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -514,8 +582,19 @@ def _workloads(seed: Seed) -> list[Workload]:
             }
         ).encode()
 
+    def submit_body(client: int, n: int) -> bytes:
+        return json.dumps(
+            {
+                "project": seed.writes_project,
+                "name": f"bench {client}-{n}",
+                "gpu_models": ["h100"],
+                "region": seed.writes_region,
+            }
+        ).encode()
+
     return [
         Workload("baseline", "GET", "/bench/baseline"),
+        Workload("baseline_auth", "GET", "/bench/baseline-auth", headers=_bearer(seed.read_key)),
         Workload("list", "GET", "/api/v1/projects", headers=_bearer(seed.read_key)),
         Workload(
             "create",
@@ -523,6 +602,19 @@ def _workloads(seed: Seed) -> list[Workload]:
             "/api/v1/projects",
             headers={**_bearer(seed.write_key), "Content-Type": "application/json"},
             body=create_body,
+        ),
+        Workload(
+            "workloads_list",
+            "GET",
+            f"/api/v1/workloads?project={seed.read_project}",
+            headers=_bearer(seed.read_key),
+        ),
+        Workload(
+            "workloads_create",
+            "POST",
+            "/api/v1/workloads",
+            headers={**_bearer(seed.write_key), "Content-Type": "application/json"},
+            body=submit_body,
         ),
     ]
 
@@ -582,21 +674,35 @@ def api(scale: float) -> dict[str, Any]:
     figures["duration_s"] = duration
     figures["warmup_s"] = warmup
     figures["seeded_projects"] = SEED_PROJECTS
+    figures["seeded_workloads"] = SEED_WORKLOADS
     figures["cache"] = "redis" if os.environ.get("REDIS_URL") else "locmem"
     figures["server"] = (
         f"gunicorn {_gunicorn_version()} -k gthread --workers {SERVER_WORKERS}"
         f" --threads {SERVER_THREADS}"
     )
-    baseline = figures["baseline_rps"]
+    baseline, authenticated = figures["baseline_rps"], figures["baseline_auth_rps"]
+    ratios = {
+        "list_vs_baseline": _ratio(figures["list_rps"], baseline),
+        "create_vs_baseline": _ratio(figures["create_rps"], baseline),
+        "list_vs_baseline_auth": _ratio(figures["list_rps"], authenticated),
+        "create_vs_baseline_auth": _ratio(figures["create_rps"], authenticated),
+        "workloads_list_vs_baseline_auth": _ratio(figures["workloads_list_rps"], authenticated),
+        "workloads_create_vs_baseline_auth": _ratio(figures["workloads_create_rps"], authenticated),
+    }
     return {
         "suite": "api",
         "unit": "requests/s",
         "scale": scale,
         "figures": figures,
         "baseline": "minimal Django JSON view on the same gunicorn",
-        "ratios": {
-            "list_vs_baseline": _ratio(figures["list_rps"], baseline),
-            "create_vs_baseline": _ratio(figures["create_rps"], baseline),
+        "baseline_auth": "minimal API view: the key authenticated as the API does, one query"
+        " by primary key",
+        "ratios": ratios,
+        "goals": {
+            "list_vs_baseline_auth": LIST_GOAL,
+            "create_vs_baseline_auth": CREATE_GOAL,
+            "met": (ratios["list_vs_baseline_auth"] or 0) >= LIST_GOAL
+            and (ratios["create_vs_baseline_auth"] or 0) >= CREATE_GOAL,
         },
         "list_rps": figures["list_rps"],
         "create_rps": figures["create_rps"],

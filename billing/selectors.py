@@ -10,7 +10,7 @@ from decimal import Decimal
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Case, Q, QuerySet, When
 
 from billing import events as ev
 from billing.models import (
@@ -99,14 +99,16 @@ def payment_refusal(organization: Organization) -> str | None:
     """The payment check of new work: orders, workloads and reservations wait while an
     invoice is unpaid after dunning gave up (or was written off). Running work is never
     touched."""
+    given_up = Q(
+        status__in=OPEN_STATUSES, payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES
+    )
     overdue = (
-        Invoice.objects.filter(organization=organization, status__in=OPEN_STATUSES)
-        .filter(payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES)
-        .order_by("period")
+        Invoice.objects.filter(organization=organization)
+        .filter(given_up | Q(status=InvoiceStatus.UNCOLLECTIBLE))
+        # One query: an open one dunning gave up on first (the oldest), else a written-off one.
+        .order_by(Case(When(given_up, then=0), default=1), "period")
         .first()
-    ) or Invoice.objects.filter(
-        organization=organization, status=InvoiceStatus.UNCOLLECTIBLE
-    ).first()
+    )
     if overdue is None:
         return None
     return (

@@ -261,6 +261,25 @@ def head_position() -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def newest_of_types(types: Collection[str]) -> tuple[int, datetime] | None:
+    """The position and time of the newest event of any of ``types`` (None: there is none).
+    One statement: an index probe per type (``events_type_position_idx``), however long the
+    log. The time tells apart two events given one position (a rolled-back SQLite append)."""
+    if not types:
+        return None
+    newest = ", ".join(
+        [f"(SELECT MAX(position) FROM {TABLE} WHERE type = %s)"] * len(types)  # noqa: S608
+    )
+    sql = (
+        f"SELECT position, recorded_at FROM {TABLE} WHERE position IN ({newest})"  # noqa: S608
+        " ORDER BY position DESC LIMIT 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, sorted(types))
+        row = cursor.fetchone()
+    return (int(row[0]), row[1]) if row else None
+
+
 def read_all(
     *, after: int = 0, limit: int = 1000, types: Collection[str] | None = None
 ) -> list[RecordedEvent]:

@@ -157,7 +157,9 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return PendingReasonSerializer(wait).data if wait else None
 
     def get_queue_position(self, workload: Workload) -> int | None:
-        """1 for the next of its project's queue: higher priority first, then arrival."""
+        """While it waits: its place in its cluster's line, in the order the scheduler's next
+        cycle considers waiting work (effective priority with aging, fair share, arrival);
+        1: the first."""
         return self._state(workload).queue_position
 
     @extend_schema_field(UtilisationSerializer(allow_null=True))

@@ -8,7 +8,6 @@ from scheduler.selectors.policy import (
     default_cohort,
     priority_of,
     queues_of,
-    quota_limit,
 )
 from scheduler.selectors.reservations import reservations_for_billing, reservations_overlapping
 from scheduler.selectors.utilisation import (
@@ -31,7 +30,6 @@ __all__ = [
     "placements_utilisation",
     "priority_of",
     "queues_of",
-    "quota_limit",
     "reservations_for_billing",
     "reservations_overlapping",
     "workload_events",

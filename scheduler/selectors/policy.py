@@ -13,10 +13,10 @@ from scheduler.models import (
     HOLDING_STATUSES,
     WAITING_STATUSES,
     Allocation,
-    PriorityClass,
     Queue,
     Workload,
 )
+from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from tenants.models import Project, Quota
 
 # Used when operators have defined none of that name.
@@ -28,11 +28,12 @@ BUILTIN_PRIORITY_CLASSES: dict[str, tuple[int, bool]] = {
 }
 
 
-def priority_of(name: str) -> tuple[int, bool]:
-    """A class's value and whether its work is preemptible by default."""
-    defined = PriorityClass.objects.filter(name=name).first()
+def priority_of(name: str, facts: FleetFacts | None = None) -> tuple[int, bool]:
+    """A class's value and whether its work is preemptible by default (operators' classes
+    read once per change of them, with the fleet's facts)."""
+    defined = (facts or fleet_facts()).priority_classes.get(name)
     if defined is not None:
-        return defined.value, defined.preemptible
+        return defined
     if name in BUILTIN_PRIORITY_CLASSES:
         return BUILTIN_PRIORITY_CLASSES[name]
     raise ValidationFailed(
@@ -44,15 +45,6 @@ def default_cohort(project: Project) -> str:
     """A queue's cohort unless configured: its organization's, so that the organization's
     projects lend each other idle quota."""
     return f"org-{project.organization_id}"
-
-
-def quota_limit(project: Project, gpu_model: str) -> int | None:
-    """The project's quota of ``gpu_model``, else its organization's; None: no limit."""
-    quotas = {
-        q.project_id: q.max_gpus
-        for q in Quota.objects.filter(organization_id=project.organization_id, gpu_model=gpu_model)
-    }
-    return quotas.get(project.pk, quotas.get(None))
 
 
 def queues_of(visible: QuerySet[Project]) -> list[dict[str, Any]]:

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from events.models import Event
 from scheduler import events as ev
+from scheduler.engine.model import Policy, Request
+from scheduler.engine.ordering import ordered
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadWait
 from scheduler.selectors.utilisation import Utilisation, workloads_utilisation
+from scheduler.snapshot import cluster_policy, cluster_usage, epoch
 
 
 @dataclass(frozen=True)
 class WorkloadState:
     """A workload's state beside its row: the allocation it holds now (and while it runs
     how much of it is used), and while it waits why (as of the last cycle) and its place in
-    its project's queue (1: next)."""
+    its cluster's line, in the engine's order (1: the next its scheduler considers)."""
 
     placement: Allocation | None = None
     pending_reason: WorkloadWait | None = None
@@ -29,46 +33,74 @@ class WorkloadState:
 
 
 def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadState]:
-    """The state of each of ``workloads`` by id, in four queries however many they are."""
+    """The state of each of ``workloads`` by id: a fixed number of queries however many they
+    are (a few more per cluster they wait on)."""
     workloads = list(workloads)
     held = [w.allocation_id for w in workloads if w.allocation_id is not None]
     allocations = {a.pk: a for a in Allocation.objects.filter(pk__in=held)} if held else {}
-    waiting = [w.pk for w in workloads if w.status in WAITING_STATUSES]
+    waiting = [w for w in workloads if w.status in WAITING_STATUSES]
     waits: dict[uuid.UUID, WorkloadWait] = {}
     positions: dict[uuid.UUID, int] = {}
     if waiting:
-        waits = {w.workload_id: w for w in WorkloadWait.objects.filter(workload_id__in=waiting)}
-        positions = dict(
-            Workload.objects.filter(pk__in=waiting)
-            .annotate(ahead=Coalesce(_ahead_in_queue(), 0))
-            .values_list("pk", "ahead")
-        )
+        waits = {
+            w.workload_id: w
+            for w in WorkloadWait.objects.filter(workload_id__in=[w.pk for w in waiting])
+        }
+        positions = places_in_line({w.cluster_id for w in waiting})
     utilisations = workloads_utilisation(workloads, allocations)
     return {
         w.pk: WorkloadState(
             placement=allocations.get(w.allocation_id) if w.allocation_id else None,
             pending_reason=waits.get(w.pk),
-            queue_position=positions[w.pk] + 1 if w.pk in positions else None,
+            queue_position=positions.get(w.pk),
             utilisation=utilisations.get(w.pk),
         )
         for w in workloads
     }
 
 
-def _ahead_in_queue() -> Subquery:
-    """How many waiting workloads of the outer one's project go before it: higher priority
-    first, then arrival."""
-    return Subquery(
-        Workload.objects.filter(project_id=OuterRef("project_id"), status__in=WAITING_STATUSES)
-        .filter(
-            Q(priority__gt=OuterRef("priority"))
-            | Q(priority=OuterRef("priority"), submitted_at__lt=OuterRef("submitted_at"))
-        )
-        .order_by()
-        .values("project_id")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+def places_in_line(cluster_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """The place (1: first) of every workload waiting on these clusters in the order their
+    next cycle considers it: the engine's own order (``engine.ordering.ordered``: effective
+    priority with aging, then fair share, then arrival, then id) of the work waiting there
+    now, with the policy and the decayed usage a cycle run now would have (read only when
+    work of more than one queue waits there). A few queries per cluster, however many
+    workloads are asked about; one whose cancel was asked has none."""
+    now = timezone.now()
+    places: dict[uuid.UUID, int] = {}
+    for cluster_id in cluster_ids:
+        rows = Workload.objects.filter(
+            cluster_id=cluster_id, status__in=WAITING_STATUSES, cancel_requested=False
+        ).values_list("id", "project_id", "organization_id", "priority", "submitted_at")
+        # Requests of what the order reads (as ``snapshot.request_of`` makes them), no more:
+        # the line may be long.
+        pending = [
+            Request(
+                id=str(pk),
+                queue=str(project),
+                project=str(project),
+                organization=str(organization),
+                priority=priority,
+                submitted_at=epoch(submitted_at),
+            )
+            for pk, project, organization, priority, submitted_at in rows
+        ]
+        if len({(r.organization, r.queue) for r in pending}) > 1:
+            usage = cluster_usage(cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
+            queues, organizations = usage.as_of(now.timestamp())
+            # The fleet only sizes quotas: the order reads the queues' weights.
+            policy = replace(
+                cluster_policy(cluster_id, ()),
+                usage_history=queues,
+                organization_usage=organizations,
+            )
+        else:
+            # One queue: fair share ranks it with itself, only aging (as cluster_policy sets
+            # it) matters, and the usage and the queues need not be read.
+            policy = Policy(aging_step_s=settings.SCHEDULER_AGING_STEP_S)
+        for place, request in enumerate(ordered(pending, policy, now.timestamp()), start=1):
+            places[uuid.UUID(request.id)] = place
+    return places
 
 
 def workload_events(workload: Workload) -> QuerySet[Event]:

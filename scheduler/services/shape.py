@@ -2,18 +2,17 @@
 names, and the cluster it is queued on. Shared by workloads and reservations.
 
 Reads only, no locks: a model or node that changes meanwhile is the engine's to handle (it
-never places work on what cannot hold it).
+never places work on what cannot hold it). The fleet is read through ``fleet_facts``: once
+per change of the fleet, not per request.
 """
 
 from __future__ import annotations
 
-from django.db.models import Count
-
-from inventory.models import Cluster, GpuModel
-from inventory.selectors import nodes_in_service
+from inventory.models import Cluster
 from neocloud.core.errors import ValidationFailed
 from scheduler.engine import Topology
 from scheduler.errors import Unschedulable
+from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from scheduler.specs import (
     MAX_CPU_MILLI,
     MAX_GPUS_PER_NODE,
@@ -33,7 +32,8 @@ def invalid(field: str, message: str, code: str = "invalid") -> ValidationFailed
     return ValidationFailed(message, fields={field: [code]})
 
 
-def check_shape(spec: WorkloadSpec) -> None:
+def check_shape(spec: WorkloadSpec, facts: FleetFacts | None = None) -> None:
+    """The spec's bounds, and GPU models the fleet knows (``facts``: as read already)."""
     if not spec.name.strip():
         raise invalid("name", "a workload needs a name", "required")
     if not 1 <= spec.gpus_per_node <= MAX_GPUS_PER_NODE:
@@ -62,44 +62,30 @@ def check_shape(spec: WorkloadSpec) -> None:
         raise invalid("retry_limit", f"retry_limit must be between 0 and {MAX_RETRY_LIMIT}")
     if spec.kind is WorkloadKind.JOB and spec.restart_policy is RestartPolicy.ALWAYS:
         raise invalid("restart_policy", "a job is retried by retry_limit, not restarted always")
-    unknown = set(spec.gpu_models) - set(
-        GpuModel.objects.filter(slug__in=spec.gpu_models).values_list("slug", flat=True)
-    )
+    facts = facts or fleet_facts()
+    unknown = set(spec.gpu_models) - set(facts.gpu_models)
     if unknown:
         raise invalid("gpu_models", f"unknown GPU models: {', '.join(sorted(unknown))}", "unknown")
     if spec.gpu_milli < 1000:
-        shareable = GpuModel.objects.filter(shareable=True)
-        if spec.gpu_models:
-            shareable = shareable.filter(slug__in=spec.gpu_models)
-        if not shareable.exists():
+        models = spec.gpu_models or tuple(facts.gpu_models)
+        if not any(facts.gpu_models.get(m) for m in models):
             raise invalid("gpu_milli", "none of these GPU models can be shared", "not_shareable")
 
 
-def cluster_for(spec: WorkloadSpec) -> Cluster:
+def cluster_for(spec: WorkloadSpec, facts: FleetFacts | None = None) -> Cluster:
     """The cluster asked for, else the one of the region (any region) with the most GPUs of
     the requested models."""
+    facts = facts or fleet_facts()
     if spec.cluster is not None:
-        cluster = Cluster.objects.filter(pk=spec.cluster).first()
+        cluster = facts.clusters.get(spec.cluster)
         if cluster is None:
             raise invalid("cluster", "no such cluster", "unknown")
         return cluster
-    nodes = nodes_in_service()
-    if spec.gpu_models:
-        nodes = nodes.filter(gpu_model__in=spec.gpu_models)
-    else:
-        nodes = nodes.filter(gpu_model__isnull=False)
-    if spec.region:
-        nodes = nodes.filter(cluster__region_id=spec.region)
-    best = (
-        nodes.values("cluster_id")
-        .annotate(gpu_total=Count("gpus"))
-        .order_by("-gpu_total", "cluster_id")
-        .first()
-    )
-    if best is None:
+    ranked = facts.clusters_with(spec.gpu_models, spec.region)
+    if not ranked:
         where = f" in region {spec.region}" if spec.region else ""
         raise Unschedulable(
             f"no cluster{where} has {' or '.join(spec.gpu_models) or 'GPU'} nodes",
             fields={"gpu_models": ["unavailable"]},
         )
-    return Cluster.objects.get(pk=best["cluster_id"])
+    return ranked[0]

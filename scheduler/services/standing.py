@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from decimal import Decimal
 
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler import hooks
@@ -24,12 +24,17 @@ MILLI_GPU_SECONDS_PER_GPU_HOUR = 3_600_000
 
 
 def check_standing(
-    *, organization: Organization, project: Project, gpu_models: Sequence[str]
+    *,
+    organization: Organization,
+    project: Project,
+    gpu_models: Sequence[str],
+    quotas: Sequence[Quota] | None = None,
 ) -> None:
     """The organization may start new work in ``project`` on one of ``gpu_models`` (none:
     any model): it is active, no payment check (billing's dunning, the budget's hard stop)
     objects, and no quota of those models has spent its GPU-hours this month. Work already
-    running is never stopped by any of these."""
+    running is never stopped by any of these. ``quotas``: the organization's own and the
+    project's, if the caller read them already."""
     if not organization.is_active:
         raise OrganizationSuspended(
             f"organization {organization.slug} is suspended: it can read but start nothing"
@@ -37,25 +42,35 @@ def check_standing(
     refusal = hooks.payment_check.first(organization)
     if refusal:
         raise PaymentRequired(refusal, fields={"organization": [refusal]})
-    _check_gpu_hours(organization, project, gpu_models)
+    _check_gpu_hours(organization, project, gpu_models, quotas)
 
 
 def _check_gpu_hours(
-    organization: Organization, project: Project, gpu_models: Sequence[str]
+    organization: Organization,
+    project: Project,
+    gpu_models: Sequence[str],
+    quotas: Sequence[Quota] | None,
 ) -> None:
     """A quota's ``monthly_gpu_hours`` holds the UTC month's metered usage of its model (the
     organization's, or the project's for a project's quota). Work that may run on a spent
     model is refused, even if it names others too: the engine may place it on any of them."""
-    quotas = Quota.objects.filter(
-        Q(project__isnull=True) | Q(project=project),
-        organization=organization,
-        monthly_gpu_hours__isnull=False,
+    if quotas is None:
+        quotas = list(
+            Quota.objects.filter(
+                Q(project__isnull=True) | Q(project=project), organization=organization
+            )
+        )
+    capped = sorted(
+        (
+            q
+            for q in quotas
+            if q.monthly_gpu_hours is not None and (not gpu_models or q.gpu_model in gpu_models)
+        ),
+        key=lambda q: (q.project_id is not None, q.gpu_model),  # the organization's first
     )
-    if gpu_models:
-        quotas = quotas.filter(gpu_model__in=gpu_models)
     now = timezone.now()
     used: dict[uuid.UUID | None, dict[str, int]] = {}
-    for quota in quotas.order_by(F("project").asc(nulls_first=True), "gpu_model"):
+    for quota in capped:
         if quota.project_id not in used:
             metered = hooks.usage_meter.first(organization.pk, quota.project_id, now)
             used[quota.project_id] = dict(metered or {})

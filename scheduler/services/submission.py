@@ -12,25 +12,25 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Q
 
 from events import store
 from events.store import NO_STREAM
 from inventory.models import Cluster
-from inventory.selectors import nodes_in_service
 from neocloud.core.errors import ValidationFailed
 from scheduler import events as ev
 from scheduler import triggers
 from scheduler.errors import QuotaExceeded, Unschedulable
 from scheduler.models import Reservation, ReservationStatus, Workload
-from scheduler.selectors import priority_of, quota_limit
+from scheduler.selectors import priority_of
+from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
 from scheduler.services.standing import check_approval, check_standing
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
-from tenants.models import Organization, Project
+from tenants.models import Organization, Project, Quota
 
 
 def workload_submit(
@@ -44,7 +44,8 @@ def workload_submit(
     queue it on a cluster. ``order_id``: the approved order it fulfils (then it may be over
     the approval threshold)."""
     submitted = check_submission(actor=actor, project=project, spec=spec, order_id=order_id)
-    with transaction.atomic():
+    # No savepoint of its own inside the caller's transaction: an error undoes it all anyway.
+    with transaction.atomic(savepoint=False):
         store.append(
             ev.WORKLOAD_STREAM,
             str(submitted.workload_id),
@@ -70,16 +71,24 @@ def check_submission(
     visible = actor.visible_project_ids(organization.pk)
     if visible is not None and project.pk not in visible:
         raise PermissionDenied("not allowed to submit to this project")
-    check_shape(spec)
+    facts = fleet_facts()  # one read of the fleet's version for every check of it
+    check_shape(spec, facts)
     check_program(spec, project)
-    priority, class_preemptible = priority_of(spec.priority_class)
+    priority, class_preemptible = priority_of(spec.priority_class, facts)
     preemptible = spec.preemptible or class_preemptible
     plan = _price_plan(spec, preemptible)
-    cluster = cluster_for(spec)
-    _check_fits(spec, cluster)
-    _check_quota(project, spec)
+    cluster = cluster_for(spec, facts)
+    _check_fits(spec, cluster, facts)
+    quotas = list(  # one read for the quota and the month's GPU-hours
+        Quota.objects.filter(
+            Q(project__isnull=True) | Q(project=project), organization_id=organization.pk
+        )
+    )
+    _check_quota(project, spec, quotas)
     _check_reservation(project, spec, cluster)
-    check_standing(organization=organization, project=project, gpu_models=spec.gpu_models)
+    check_standing(
+        organization=organization, project=project, gpu_models=spec.gpu_models, quotas=quotas
+    )
     gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
     check_approval(gpus, "gpus_per_node", order_id)
     return ev.WorkloadSubmitted(
@@ -141,20 +150,23 @@ def _price_plan(spec: WorkloadSpec, preemptible: bool) -> PricePlan:
     raise ValidationFailed(message, fields={"price_plan": [message]})
 
 
-def _check_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
+def _check_fits(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> None:
     """Refuse what no node of the cluster could ever hold: it would wait forever."""
-    nodes = nodes_in_service().filter(cluster=cluster, gpu_model__isnull=False)
-    if spec.gpu_models:
-        nodes = nodes.filter(gpu_model__in=spec.gpu_models)
-    sized = nodes.annotate(gpu_count=Count("gpus"))
-    fitting = sized.filter(
-        gpu_count__gte=spec.gpus_per_node,
-        cpu_milli__gte=spec.cpu_milli,
-        memory_mib__gte=spec.memory_mib,
-    ).count()
+    shapes = [
+        s
+        for s in facts.nodes.get(cluster.pk, ())
+        if not spec.gpu_models or s.gpu_model in spec.gpu_models
+    ]
+    fitting = sum(
+        1
+        for s in shapes
+        if s.gpus >= spec.gpus_per_node
+        and s.cpu_milli >= spec.cpu_milli
+        and s.memory_mib >= spec.memory_mib
+    )
     needed = spec.min_nodes or spec.nodes
     if fitting < needed:
-        largest = max(sized.values_list("gpu_count", flat=True), default=0)
+        largest = max((s.gpus for s in shapes), default=0)
         raise Unschedulable(
             f"cluster {cluster.slug} has {fitting} nodes able to hold"
             f" {spec.gpus_per_node} GPUs with the CPU and memory asked (largest node:"
@@ -163,18 +175,23 @@ def _check_fits(spec: WorkloadSpec, cluster: Cluster) -> None:
         )
 
 
-def _check_quota(project: Project, spec: WorkloadSpec) -> None:
-    """A workload larger than the project's (or organization's) quota could never start."""
+def _check_quota(project: Project, spec: WorkloadSpec, quotas: list[Quota]) -> None:
+    """A workload larger than the project's (or organization's) quota could never start.
+    ``quotas``: the organization's own and the project's."""
+    limits = {(q.project_id, q.gpu_model): q.max_gpus for q in quotas}
+
+    def limit(model: str) -> int | None:
+        return limits.get((project.pk, model), limits.get((None, model)))
+
     demand = spec.gpus_per_node * (spec.min_nodes or spec.nodes) * spec.gpu_milli / 1000
     for model in spec.gpu_models:
-        limit = quota_limit(project, model)
-        if limit is None or demand <= limit:
+        allowed = limit(model)
+        if allowed is None or demand <= allowed:
             return
     if not spec.gpu_models:
         return
     raise QuotaExceeded(
-        f"asks {demand:g} GPUs; the quota allows {quota_limit(project, spec.gpu_models[0])}"
-        f" {spec.gpu_models[0]}",
+        f"asks {demand:g} GPUs; the quota allows {limit(spec.gpu_models[0])} {spec.gpu_models[0]}",
         fields={"gpus_per_node": ["quota_exceeded"]},
         details={"needed": demand},
     )

@@ -7,7 +7,7 @@ import pytest
 
 from tests.bench import bench_json
 
-WORKLOADS = ("baseline", "list", "create")
+WORKLOADS = ("baseline", "baseline_auth", "list", "create", "workloads_list", "workloads_create")
 
 
 @pytest.mark.postgres
@@ -16,8 +16,18 @@ def test_the_api_benchmark_prints_its_figures_as_json() -> None:
 
     assert figures["suite"] == "api"
     assert figures["unit"] == "requests/s"
-    assert set(figures["ratios"]) == {"list_vs_baseline", "create_vs_baseline"}
+    assert set(figures["ratios"]) == {
+        "list_vs_baseline",
+        "create_vs_baseline",
+        "list_vs_baseline_auth",
+        "create_vs_baseline_auth",
+        "workloads_list_vs_baseline_auth",
+        "workloads_create_vs_baseline_auth",
+    }
     assert all(ratio > 0 for ratio in figures["ratios"].values())
+    goals = figures["goals"]
+    assert (goals["list_vs_baseline_auth"], goals["create_vs_baseline_auth"]) == (0.5, 0.3)
+    assert isinstance(goals["met"], bool)
     measured = figures["figures"]
     assert measured["errors"] == dict.fromkeys(WORKLOADS, 0)
     for workload in WORKLOADS:
