@@ -52,6 +52,9 @@ class Scheduling(projections.Projection):
             ).update(status=WorkloadStatus.ADMITTED, status_reason="")
         elif run[0].type == ev.AllocationGranted.event_type:
             self._granted(run)
+        elif run[0].type == ev.WorkloadSubmitted.event_type and len(run) > 1:
+            # A batch's or an array's workloads, appended together.
+            Workload.objects.bulk_create([_submitted_row(e) for e in run], batch_size=1000)
         else:
             for event in run:
                 self.apply(event)
@@ -71,18 +74,7 @@ class Scheduling(projections.Projection):
 
     @handles(ev.WorkloadSubmitted)
     def workload_submitted(self, event: RecordedEvent) -> None:
-        data = dict(event.data)
-        data["id"] = data.pop("workload_id")
-        data["offering"] = data["offering"] or ""
-        # Older events have no program: the row's defaults stand in.
-        data["image"] = data.get("image") or ""
-        data["working_dir"] = data.get("working_dir") or ""
-        Workload.objects.create(
-            **data,
-            status=WorkloadStatus.PENDING,
-            submitted_at=event.recorded_at,
-            version=event.version,
-        )
+        _submitted_row(event).save(force_insert=True)
 
     @handles(ev.WorkloadCancelRequested)
     def cancel_requested(self, event: RecordedEvent) -> None:
@@ -231,6 +223,22 @@ _GRANTED_SQL = (
     f" status_reason = CASE WHEN status IN ({_FINAL_SQL}) THEN status_reason ELSE '' END"
     " WHERE id = %s"
 )
+
+
+def _submitted_row(event: RecordedEvent) -> Workload:
+    """The row a ``WorkloadSubmitted`` makes, unsaved."""
+    data = dict(event.data)
+    data["id"] = data.pop("workload_id")
+    data["offering"] = data["offering"] or ""
+    # Older events have no program: the row's defaults stand in.
+    data["image"] = data.get("image") or ""
+    data["working_dir"] = data.get("working_dir") or ""
+    return Workload(
+        **data,
+        status=WorkloadStatus.PENDING,
+        submitted_at=event.recorded_at,
+        version=event.version,
+    )
 
 
 def _release(allocation_id: str, event: RecordedEvent, reason: str) -> bool:
