@@ -121,33 +121,45 @@ def append(
     return recorded
 
 
-def append_new_streams(
-    stream_type: str,
-    streams: Sequence[tuple[str, Sequence[DomainEvent]]],
-    *,
-    metadata: Metadata | None = None,
-) -> list[RecordedEvent]:
-    """Start several streams of one type in one append: one lock, one INSERT and one pass of
-    the synchronous projections for all of them, where ``append`` per stream would take a
-    round trip and a projection pass each. Every stream must be new (``NO_STREAM``); if one
-    exists, ``StreamConflict`` is raised and nothing is written. Events come back in the
-    order given, stream by stream."""
-    if not streams or any(not events for _, events in streams):
-        raise ValueError("append_new_streams needs at least one event per stream")
-    meta = (metadata or Metadata()).as_dict()
-    rows = [
-        (str(stream_id), version, *serialize(event))
-        for stream_id, events in streams
-        for version, event in enumerate(events, start=1)
-    ]
+@dataclass(frozen=True, slots=True)
+class StreamAppend:
+    """One stream's part of ``append_streams``: as ``append``'s arguments (but ``ANY``)."""
+
+    stream_type: str
+    stream_id: str
+    events: Sequence[DomainEvent]
+    expected_version: int | ExpectedVersion
+    metadata: Metadata | None = None
+
+
+def append_streams(appends: Sequence[StreamAppend]) -> list[RecordedEvent]:
+    """Append to several streams at once, atomically: one lock, one check of every stream's
+    version, one INSERT and one pass of the synchronous projections, where ``append`` per
+    stream takes a round trip and a projection pass each. Each stream's version is checked as
+    ``append`` checks it; on a mismatch, ``StreamConflict`` names the first stream and
+    nothing is written. Events come back in the order given, stream by stream."""
+    if not appends or any(not a.events for a in appends):
+        raise ValueError("append_streams needs at least one event per stream")
+    if len({(a.stream_type, str(a.stream_id)) for a in appends}) != len(appends):
+        raise ValueError("append_streams takes each stream once")
+    if any(a.expected_version is ANY for a in appends):
+        raise ValueError("append_streams needs each stream's expected version (or NO_STREAM)")
     recorded_at = timezone.now()
-    insert = _insert_new_postgres if connection.vendor == "postgresql" else _insert_new_sqlite
+    rows: _Rows = []
+    for part in appends:
+        meta = (part.metadata or Metadata()).as_dict()
+        first = (_expected_number(part.expected_version) or 0) + 1
+        for version, event in enumerate(part.events, start=first):
+            rows.append((part.stream_type, str(part.stream_id), version, *serialize(event), meta))
+    insert = _insert_rows_postgres if connection.vendor == "postgresql" else _insert_rows_sqlite
     try:
         with transaction.atomic():
-            position_of = insert(stream_type, rows, meta, recorded_at)
+            take_append_lock()
+            _check_versions(appends)
+            position_of = insert(rows, recorded_at)
             recorded = [
                 RecordedEvent(
-                    position=position_of[(stream_id, version)],
+                    position=position_of[(stream_type, stream_id, version)],
                     stream_type=stream_type,
                     stream_id=stream_id,
                     version=version,
@@ -157,63 +169,89 @@ def append_new_streams(
                     metadata=meta,
                     recorded_at=recorded_at,
                 )
-                for stream_id, version, type_name, schema_version, data in rows
+                for stream_type, stream_id, version, type_name, schema_version, data, meta in rows
             ]
             projections.apply_synchronous(recorded)
             wakeup.announce()
     except IntegrityError as exc:
         if "events_stream_version_uniq" not in str(exc):
             raise
-        taken = _existing_stream(stream_type, [row[0] for row in rows if row[1] == 1])
-        raise StreamConflict(stream_type, taken, 0, stream_version(stream_type, taken)) from exc
+        # Only reachable by a writer that bypassed the append lock; the unique key still holds.
+        _check_versions(appends)
+        raise
     return recorded
 
 
-_NewRows = list[tuple[str, int, str, int, Payload]]  # stream id, version, type, schema, data
+def append_new_streams(
+    stream_type: str,
+    streams: Sequence[tuple[str, Sequence[DomainEvent]]],
+    *,
+    metadata: Metadata | None = None,
+) -> list[RecordedEvent]:
+    """Start several streams of one type (each must be new, ``NO_STREAM``) in one
+    ``append_streams``."""
+    return append_streams(
+        [
+            StreamAppend(stream_type, str(stream_id), events, NO_STREAM, metadata)
+            for stream_id, events in streams
+        ]
+    )
+
+
+# stream type, stream id, version, event type, schema version, data, metadata
+_Rows = list[tuple[str, str, int, str, int, Payload, dict[str, Any]]]
+_Positions = dict[tuple[str, str, int], int]
 _SQLITE_ROWS_PER_INSERT = 500  # 9 parameters a row, under SQLite's limit of 32,766
 
 
-def _insert_new_postgres(
-    stream_type: str, rows: _NewRows, meta: dict[str, Any], recorded_at: datetime
-) -> dict[tuple[str, int], int]:
-    """The append lock, then every row in one INSERT (the rows travel as one JSON array, as
-    ``events_append``'s do); a stream that exists fails the unique key."""
-    take_append_lock()
+def _check_versions(appends: Sequence[StreamAppend]) -> None:
+    """Under the append lock: every stream is at the version its append expects."""
+    current = _versions([(a.stream_type, str(a.stream_id)) for a in appends])
+    for part in appends:
+        expected = _expected_number(part.expected_version)
+        actual = current.get((part.stream_type, str(part.stream_id)), 0)
+        if expected != actual:
+            raise StreamConflict(part.stream_type, str(part.stream_id), expected, actual)
+
+
+def _versions(streams: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """The current version of each of ``streams`` that has events, in one query."""
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT e.stream_type, e.stream_id, MAX(e.version) FROM {TABLE} e"  # noqa: S608
+            " JOIN jsonb_to_recordset(%s::jsonb) AS s(t text, i text)"
+            " ON e.stream_type = s.t AND e.stream_id = s.i GROUP BY 1, 2"
+        )
+        params: list[Any] = [json.dumps([{"t": t, "i": i} for t, i in streams])]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return {(t, i): int(v) for t, i, v in cursor.fetchall()}
+    return {stream: v for stream in streams if (v := stream_version(*stream))}
+
+
+def _insert_rows_postgres(rows: _Rows, recorded_at: datetime) -> _Positions:
+    """Every row in one INSERT; the rows travel as one JSON array, as ``events_append``'s."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {TABLE} AS ev ({INSERT_COLUMNS})"  # noqa: S608
-            " SELECT %s, u.e->>0, (u.e->>1)::integer, u.e->>2, (u.e->>3)::smallint, u.e->4,"
-            " %s::jsonb, %s, %s"
+            " SELECT u.e->>0, u.e->>1, (u.e->>2)::integer, u.e->>3, (u.e->>4)::smallint,"
+            " u.e->5, u.e->6, (u.e->6->>'organization_id')::uuid, %s"
             " FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS u(e, i) ORDER BY u.i"
-            " RETURNING ev.stream_id, ev.version, ev.position",
-            [
-                stream_type,
-                json.dumps(meta),
-                meta.get("organization_id"),
-                recorded_at,
-                json.dumps(rows),
-            ],
+            " RETURNING ev.stream_type, ev.stream_id, ev.version, ev.position",
+            [recorded_at, json.dumps(rows)],
         )
-        return {
-            (stream_id, version): position for stream_id, version, position in cursor.fetchall()
-        }
+        return {(t, i, v): position for t, i, v, position in cursor.fetchall()}
 
 
-def _insert_new_sqlite(
-    stream_type: str, rows: _NewRows, meta: dict[str, Any], recorded_at: datetime
-) -> dict[tuple[str, int], int]:
+def _insert_rows_sqlite(rows: _Rows, recorded_at: datetime) -> _Positions:
     """The same on SQLite, in chunks that stay under its limit of bound parameters."""
-    organization = meta.get("organization_id")
-    organization = (
-        _ORGANIZATION.get_db_prep_value(organization, connection) if organization else None
-    )
     stamp = connection.ops.adapt_datetimefield_value(recorded_at)
-    meta_json = json.dumps(meta)
-    position_of: dict[tuple[str, int], int] = {}
+    position_of: _Positions = {}
     for start in range(0, len(rows), _SQLITE_ROWS_PER_INSERT):
         chunk = rows[start : start + _SQLITE_ROWS_PER_INSERT]
         params: list[Any] = []
-        for stream_id, version, type_name, schema_version, data in chunk:
+        for stream_type, stream_id, version, type_name, schema_version, data, meta in chunk:
+            organization = meta.get("organization_id")
             params += [
                 stream_type,
                 stream_id,
@@ -221,8 +259,8 @@ def _insert_new_sqlite(
                 type_name,
                 schema_version,
                 json.dumps(data),
-                meta_json,
-                organization,
+                json.dumps(meta),
+                _ORGANIZATION.get_db_prep_value(organization, connection) if organization else None,
                 stamp,
             ]
         row = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -230,27 +268,11 @@ def _insert_new_sqlite(
             cursor.execute(
                 f"INSERT INTO {TABLE} ({INSERT_COLUMNS})"  # noqa: S608
                 f" VALUES {', '.join([row] * len(chunk))}"
-                " RETURNING stream_id, version, position",
+                " RETURNING stream_type, stream_id, version, position",
                 params,
             )
-            position_of.update(
-                {
-                    (stream_id, version): position
-                    for stream_id, version, position in cursor.fetchall()
-                }
-            )
+            position_of.update({(t, i, v): p for t, i, v, p in cursor.fetchall()})
     return position_of
-
-
-def _existing_stream(stream_type: str, stream_ids: list[str]) -> str:
-    """The first of ``stream_ids`` that already has events (the cause of a unique key's
-    refusal)."""
-    existing = set(
-        Event.objects.filter(stream_type=stream_type, stream_id__in=stream_ids).values_list(
-            "stream_id", flat=True
-        )
-    )
-    return next((s for s in stream_ids if s in existing), stream_ids[0])
 
 
 def take_append_lock() -> None:
