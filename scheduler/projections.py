@@ -7,7 +7,8 @@ first release of an allocation wins; a later one is recorded in the log and chan
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.db import connection
 from django.db.models import F, Value
@@ -55,9 +56,39 @@ class Scheduling(projections.Projection):
         elif run[0].type == ev.WorkloadSubmitted.event_type and len(run) > 1:
             # A batch's or an array's workloads, appended together.
             Workload.objects.bulk_create([_submitted_row(e) for e in run], batch_size=1000)
+        elif run[0].type == ev.WorkloadProvisioning.event_type and len(run) > 1:
+            self._statements(_PROVISIONING_SQL, run, lambda e: (e.data["allocation_id"],))
+        elif run[0].type == ev.WorkloadRunning.event_type and len(run) > 1:
+            self._statements(
+                _RUNNING_SQL,
+                run,
+                lambda e: (e.data["allocation_id"],) * 2 + (e.data["started_at"],),
+            )
         else:
             for event in run:
                 self.apply(event)
+
+    @staticmethod
+    def _statements(
+        sql: str, run: list[RecordedEvent], values: Callable[[RecordedEvent], tuple[Any, ...]]
+    ) -> None:
+        """One statement per event of the run, sent together: a batch of runs' starts
+        (``runs_provisioning``, ``runs_started``) recorded as the handlers would record each,
+        with its stream's version."""
+        pk = Workload._meta.pk
+        assert pk is not None  # noqa: S101 (every model has one)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                sql,
+                [
+                    (
+                        *values(e),
+                        e.version,
+                        pk.get_db_prep_value(uuid.UUID(e.stream_id), connection),
+                    )
+                    for e in run
+                ],
+            )
 
     @handles(ev.PriorityClassDefined)
     def priority_class_defined(self, event: RecordedEvent) -> None:
@@ -222,6 +253,24 @@ _GRANTED_SQL = (
     f" ELSE '{WorkloadStatus.SCHEDULED}' END,"
     f" status_reason = CASE WHEN status IN ({_FINAL_SQL}) THEN status_reason ELSE '' END"
     " WHERE id = %s"
+)
+
+
+# As the handlers ``provisioning`` and ``running``, in one statement each.
+_PROVISIONING_SQL = (
+    "UPDATE scheduler_workload SET"  # noqa: S608
+    " status = CASE WHEN allocation_id = %s::uuid"
+    f" AND status = '{WorkloadStatus.SCHEDULED}' THEN '{WorkloadStatus.PROVISIONING}'"
+    " ELSE status END, version = %s WHERE id = %s"
+)
+_STARTABLE_SQL = f"('{WorkloadStatus.SCHEDULED}', '{WorkloadStatus.PROVISIONING}')"
+_RUNNING_SQL = (
+    "UPDATE scheduler_workload SET"  # noqa: S608
+    f" status = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
+    f" THEN '{WorkloadStatus.RUNNING}' ELSE status END,"
+    f" started_at = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
+    " THEN %s::timestamptz ELSE started_at END,"
+    " version = %s WHERE id = %s"
 )
 
 

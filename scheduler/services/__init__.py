@@ -35,8 +35,12 @@ from scheduler.services.run_states import (
     run_discarded,
     run_ended,
     run_holder,
+    run_holders,
     run_provisioning,
     run_started,
+    runs_ended,
+    runs_provisioning,
+    runs_started,
 )
 from scheduler.services.standing import check_standing
 from scheduler.services.submission import check_submission, workload_submit
@@ -53,8 +57,12 @@ __all__ = [
     "run_discarded",
     "run_ended",
     "run_holder",
+    "run_holders",
     "run_provisioning",
     "run_started",
+    "runs_ended",
+    "runs_provisioning",
+    "runs_started",
     "workload_cancel",
     "workload_dry_run",
     "workload_endpoints_set",
