@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import subprocess
 import sys
@@ -67,6 +68,9 @@ from tenants.services import (
 )
 
 CLIENT_THREADS = 8
+# Each queue's workloads of a class are one spec: an integrator submits them as one array.
+# This share of them (at least one) is submitted one by one instead, to measure that rate too.
+SINGLE_SHARE = 0.02
 WORKER_CONCURRENCY = 4  # runs mostly wait on commits
 FINISH_TIMEOUT_S = 1800.0
 TICK_S = 2.0
@@ -79,6 +83,7 @@ class Planned:
     project: str
     name: str
     kind: str
+    count: int | None = None  # an array of this many tasks; None: one workload, alone
 
 
 def h100_cluster() -> tuple[Cluster, GpuModel]:
@@ -162,15 +167,20 @@ def _seed() -> list[tuple[str, str]]:
     return queues
 
 
-def _plan(queues: list[tuple[str, str]], scale: float) -> list[Planned]:
+def _plan(queues: list[tuple[str, str]], scale: float) -> tuple[list[Planned], list[Planned]]:
+    """The arrays (one per queue and class, interleaved over the queues), then the workloads
+    submitted alone (``SINGLE_SHARE`` of each class and queue, at least one)."""
     per_queue = [(kind, max(1, round(spec[0] * scale))) for kind, spec in CLASSES.items()]
-    planned = []
-    for i in range(max(count for _, count in per_queue)):
-        for kind, count in per_queue:
-            if i < count:
-                for key, project in queues:
-                    planned.append(Planned(key, project, f"{kind}-{i}", kind))
-    return planned
+    arrays: list[Planned] = []
+    singles: list[Planned] = []
+    for kind, count in per_queue:
+        alone = math.ceil(count * SINGLE_SHARE)
+        for key, project in queues:
+            if count > alone:
+                arrays.append(Planned(key, project, f"{kind}-array", kind, count - alone))
+            singles += [Planned(key, project, f"{kind}-{i}", kind) for i in range(alone)]
+    singles.sort(key=lambda p: int(p.name.rsplit("-", 1)[1]))  # interleaved over the queues
+    return arrays, singles
 
 
 @contextmanager
@@ -248,34 +258,44 @@ def _tail(log: IO[bytes]) -> str:
     return log.read().decode(errors="replace")[-2000:]
 
 
-def _submit_all(port: int, planned: list[Planned]) -> tuple[dict[str, float], int]:
-    """Submit from ``CLIENT_THREADS`` keep-alive clients; returns when each was submitted
-    (by workload id) and how many submissions failed."""
-    submitted: dict[str, float] = {}
+@dataclass
+class _Submitted:
+    """When each workload was sent (by id), how many requests failed, and how long."""
+
+    sent: dict[str, float]
+    errors: int
+    seconds: float
+
+
+def _submit_all(port: int, planned: list[Planned]) -> _Submitted:
+    """Submit ``planned`` from ``CLIENT_THREADS`` keep-alive clients: an array through
+    ``POST /api/v1/workloads/batch``, a single workload through ``POST /api/v1/workloads``."""
+    sent_at: dict[str, float] = {}
     errors = 0
     lock = threading.Lock()
 
     def client(part: list[Planned]) -> None:
         nonlocal errors
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
         for item in part:
             _, g, n, rt, _ = CLASSES[item.kind]
-            body = json.dumps(
-                {
-                    "project": item.project,
-                    "name": item.name,
-                    "gpu_models": ["h100"],
-                    "gpus_per_node": g,
-                    "nodes": n,
-                    "runtime_estimate_s": rt,
-                    "priority_class": f"bench-{item.kind}",
-                }
-            )
+            spec: dict[str, Any] = {
+                "project": item.project,
+                "name": item.name,
+                "gpu_models": ["h100"],
+                "gpus_per_node": g,
+                "nodes": n,
+                "runtime_estimate_s": rt,
+                "priority_class": f"bench-{item.kind}",
+            }
+            path = "/api/v1/workloads"
+            if item.count is not None:
+                path, spec["array"] = f"{path}/batch", {"count": item.count}
             sent = time.time()
             conn.request(
                 "POST",
-                "/api/v1/workloads",
-                body=body,
+                path,
+                body=json.dumps(spec),
                 headers={
                     "Authorization": f"Bearer {item.key}",
                     "Content-Type": "application/json",
@@ -285,19 +305,26 @@ def _submit_all(port: int, planned: list[Planned]) -> tuple[dict[str, float], in
             response = conn.getresponse()
             payload = response.read()
             with lock:
-                if response.status == 201:
-                    submitted[json.loads(payload)["id"]] = sent
-                else:
+                if response.status != 201:
                     errors += 1
+                elif item.count is None:
+                    sent_at[json.loads(payload)["id"]] = sent
+                else:
+                    sent_at.update((w["id"], sent) for w in json.loads(payload)["workloads"])
         conn.close()
 
+    began = time.time()
     parts = [planned[i::CLIENT_THREADS] for i in range(CLIENT_THREADS)]
-    threads = [threading.Thread(target=client, args=(part,)) for part in parts]
+    threads = [threading.Thread(target=client, args=(part,)) for part in parts if part]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return submitted, errors
+    return _Submitted(sent_at, errors, time.time() - began)
+
+
+def _rate(submitted: _Submitted) -> float | None:
+    return round(len(submitted.sent) / submitted.seconds, 1) if submitted.sent else None
 
 
 def _ticking(stop: threading.Event) -> None:
@@ -350,7 +377,7 @@ def bench_e2e(scale: float) -> dict[str, Any]:
         raise CommandError("bench e2e needs PostgreSQL and Redis: set DATABASE_URL and REDIS_URL")
     with scratch_database():
         queues = _seed()
-        planned = _plan(queues, scale)
+        arrays, singles = _plan(queues, scale)
         queue = f"bench-e2e-{os.getpid()}"
         celery_app.conf.task_default_queue = queue
         os.environ["CELERY_TASK_DEFAULT_QUEUE"] = queue
@@ -360,7 +387,9 @@ def bench_e2e(scale: float) -> dict[str, Any]:
         with _workers(queue), _serving_api(port, queue):
             ticker.start()
             started = time.time()
-            submitted, errors = _submit_all(port, planned)
+            # The arrays first, then the workloads alone (their rate measured under load).
+            by_array = _submit_all(port, arrays)
+            alone = _submit_all(port, singles)
             submit_s = time.time() - started
             deadline = time.monotonic() + FINISH_TIMEOUT_S
             while Workload.objects.filter(finished_at__isnull=True).exists():
@@ -368,13 +397,17 @@ def bench_e2e(scale: float) -> dict[str, Any]:
                     raise CommandError("workloads did not all finish in time")
                 time.sleep(0.5)
             stop.set()
-            figures = _measure(submitted, started)
+            figures = _measure({**by_array.sent, **alone.sent}, started)
         checked = audit.audit_log().as_dict()
         engine = kueue_engine.engine_alone(scale)
     return {
-        "workloads": len(planned),
-        "submit_errors": errors,
+        "workloads": sum(p.count or 1 for p in arrays + singles),
+        "submit_errors": by_array.errors + alone.errors,
         "submit_s": round(submit_s, 2),
+        "array_requests": len(arrays),
+        "array_workloads_per_s": _rate(by_array),
+        "single_submissions": len(singles),
+        "single_submissions_per_s": _rate(alone),
         **figures,
         "double_booked_gpus": checked["double_booked_gpus"],
         "lost_workloads": checked["lost_workloads"],

@@ -150,6 +150,15 @@ def _env(
             "LOCAL_WORLD_SIZE": str(len(assignment.gpus)),
         }
     )
+    if workload.array_id is not None:
+        # A task of a job array learns which one it is, as Slurm's SLURM_ARRAY_TASK_ID.
+        env.update(
+            {
+                "NEOCLOUD_ARRAY_ID": str(workload.array_id),
+                "NEOCLOUD_ARRAY_INDEX": str(workload.array_index),
+                "NEOCLOUD_ARRAY_COUNT": str(workload.array_count),
+            }
+        )
     return env
 
 

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from events.serializers import AuditEventSerializer
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
+from scheduler import batch_serializers as sb
 from scheduler import selectors, services
 from scheduler import serializers as s
 from scheduler.models import Reservation, Workload
@@ -77,6 +78,29 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
             return Response(s.DryRunSerializer(answer).data)
         workload = self.perform(services.workload_submit, project=project, spec=spec)
         return Response(_shown([workload])[0], status=201)
+
+    @extend_schema(request=sb.WorkloadBatchSerializer, responses={201: sb.BatchResultSerializer})
+    @action(detail=False, methods=["post"])
+    @idempotent()
+    def batch(self, request: Request) -> Response:
+        """Submit many workloads, all or none: a job array (a workload's fields and
+        ``array: {"count": N}``; each task sees ``NEOCLOUD_ARRAY_INDEX``) or ``items``, a
+        list of workload bodies. A refused item refuses the batch: nothing is written."""
+        projects = self.actor.scope(Project.objects.all(), Action.PROJECT_READ)
+        data = sb.batch_of(sb.WorkloadBatchSerializer(data=request.data, projects=projects))
+        if "array" in data:
+            project, spec = sb.array_spec_of(request.data, self.validated)
+            batch = self.perform(
+                services.workload_submit_array,
+                project=project,
+                spec=spec,
+                count=data["array"]["count"],
+            )
+        else:
+            raw: Any = request.data
+            items = sb.items_of(data, raw["items"])
+            batch = self.perform(services.workload_submit_batch, items=items)
+        return Response(sb.BatchResultSerializer(batch).data, status=201)
 
     @extend_schema(request=s.WorkloadCancelSerializer, responses=s.WorkloadSerializer)
     @action(detail=True, methods=["post"])

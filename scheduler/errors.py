@@ -49,3 +49,11 @@ class GpuHoursExhausted(Conflict):
 
     code = "gpu_hours_exhausted"
     retryable = False
+
+
+class BatchRefused(ApplicationError):
+    """An item of a batch is refused, so the whole batch is: ``details.errors`` names each
+    refused item (its index), the field and the single submission's code and message."""
+
+    code = "batch_refused"
+    http_status = 400

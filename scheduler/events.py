@@ -96,6 +96,11 @@ class WorkloadSubmitted(DomainEvent):
     secrets: list[str] = []
     working_dir: str | None = None
     ports: list[int] = []
+    # A task of a job array (``workload_submit_array``): the array's id, the task's index
+    # (0 .. count - 1) and the array's size; none for a workload submitted alone.
+    array_id: UUID | None = None
+    array_index: int | None = None
+    array_count: int | None = None
 
 
 @event_type("scheduler.WorkloadCancelRequested")

@@ -98,6 +98,10 @@ class Workload(models.Model):
     ports = models.JSONField(default=list)
     # Where each port is reached, as the node agent will report it; none reports yet.
     endpoints = models.JSONField(default=list)
+    # A task of a job array: the array, the task's index in it and the array's size.
+    array_id = models.UUIDField(null=True, blank=True, db_index=True)
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    array_count = models.PositiveIntegerField(null=True, blank=True)
 
     status = models.CharField(max_length=16, choices=WorkloadStatus.choices)
     status_reason = models.CharField(max_length=300, blank=True)

@@ -7,7 +7,8 @@ first release of an allocation wins; a later one is recorded in the log and chan
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.db import connection
 from django.db.models import F, Value
@@ -52,9 +53,42 @@ class Scheduling(projections.Projection):
             ).update(status=WorkloadStatus.ADMITTED, status_reason="")
         elif run[0].type == ev.AllocationGranted.event_type:
             self._granted(run)
+        elif run[0].type == ev.WorkloadSubmitted.event_type and len(run) > 1:
+            # A batch's or an array's workloads, appended together.
+            Workload.objects.bulk_create([_submitted_row(e) for e in run], batch_size=1000)
+        elif run[0].type == ev.WorkloadProvisioning.event_type and len(run) > 1:
+            self._statements(_PROVISIONING_SQL, run, lambda e: (e.data["allocation_id"],))
+        elif run[0].type == ev.WorkloadRunning.event_type and len(run) > 1:
+            self._statements(
+                _RUNNING_SQL,
+                run,
+                lambda e: (e.data["allocation_id"],) * 2 + (e.data["started_at"],),
+            )
         else:
             for event in run:
                 self.apply(event)
+
+    @staticmethod
+    def _statements(
+        sql: str, run: list[RecordedEvent], values: Callable[[RecordedEvent], tuple[Any, ...]]
+    ) -> None:
+        """One statement per event of the run, sent together: a batch of runs' starts
+        (``runs_provisioning``, ``runs_started``) recorded as the handlers would record each,
+        with its stream's version."""
+        pk = Workload._meta.pk
+        assert pk is not None  # noqa: S101 (every model has one)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                sql,
+                [
+                    (
+                        *values(e),
+                        e.version,
+                        pk.get_db_prep_value(uuid.UUID(e.stream_id), connection),
+                    )
+                    for e in run
+                ],
+            )
 
     @handles(ev.PriorityClassDefined)
     def priority_class_defined(self, event: RecordedEvent) -> None:
@@ -71,18 +105,7 @@ class Scheduling(projections.Projection):
 
     @handles(ev.WorkloadSubmitted)
     def workload_submitted(self, event: RecordedEvent) -> None:
-        data = dict(event.data)
-        data["id"] = data.pop("workload_id")
-        data["offering"] = data["offering"] or ""
-        # Older events have no program: the row's defaults stand in.
-        data["image"] = data.get("image") or ""
-        data["working_dir"] = data.get("working_dir") or ""
-        Workload.objects.create(
-            **data,
-            status=WorkloadStatus.PENDING,
-            submitted_at=event.recorded_at,
-            version=event.version,
-        )
+        _submitted_row(event).save(force_insert=True)
 
     @handles(ev.WorkloadCancelRequested)
     def cancel_requested(self, event: RecordedEvent) -> None:
@@ -231,6 +254,40 @@ _GRANTED_SQL = (
     f" status_reason = CASE WHEN status IN ({_FINAL_SQL}) THEN status_reason ELSE '' END"
     " WHERE id = %s"
 )
+
+
+# As the handlers ``provisioning`` and ``running``, in one statement each.
+_PROVISIONING_SQL = (
+    "UPDATE scheduler_workload SET"  # noqa: S608
+    " status = CASE WHEN allocation_id = %s::uuid"
+    f" AND status = '{WorkloadStatus.SCHEDULED}' THEN '{WorkloadStatus.PROVISIONING}'"
+    " ELSE status END, version = %s WHERE id = %s"
+)
+_STARTABLE_SQL = f"('{WorkloadStatus.SCHEDULED}', '{WorkloadStatus.PROVISIONING}')"
+_RUNNING_SQL = (
+    "UPDATE scheduler_workload SET"  # noqa: S608
+    f" status = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
+    f" THEN '{WorkloadStatus.RUNNING}' ELSE status END,"
+    f" started_at = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
+    " THEN %s::timestamptz ELSE started_at END,"
+    " version = %s WHERE id = %s"
+)
+
+
+def _submitted_row(event: RecordedEvent) -> Workload:
+    """The row a ``WorkloadSubmitted`` makes, unsaved."""
+    data = dict(event.data)
+    data["id"] = data.pop("workload_id")
+    data["offering"] = data["offering"] or ""
+    # Older events have no program: the row's defaults stand in.
+    data["image"] = data.get("image") or ""
+    data["working_dir"] = data.get("working_dir") or ""
+    return Workload(
+        **data,
+        status=WorkloadStatus.PENDING,
+        submitted_at=event.recorded_at,
+        version=event.version,
+    )
 
 
 def _release(allocation_id: str, event: RecordedEvent, reason: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -45,8 +45,8 @@ class Next:
     start_again: bool = False
 
 
-def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
-    node_ids = tuple(uuid.UUID(str(p["node_id"])) for p in allocation.placements)
+def _run_of(workload: Workload, allocation: Allocation, driver_name: str) -> WorkloadRun:
+    node_ids = _node_ids(allocation)
     return WorkloadRun(
         allocation_id=allocation.pk,
         workload_id=workload.pk,
@@ -54,21 +54,33 @@ def _run_of(workload: Workload, allocation: Allocation) -> WorkloadRun:
         node_ids=node_ids,
         gpu_milli=allocation.gpu_milli,
         runtime_s=workload.runtime_estimate_s,
-        driver=_driver_of(node_ids),
+        driver=driver_name,
     )
 
 
-def _driver_of(node_ids: tuple[uuid.UUID, ...]) -> str:
-    """A run is brought up by one driver: its first node's (a fleet gives the nodes of one GPU
-    model in a cluster one driver, so that a gang does not straddle two)."""
-    if not node_ids:
-        return ""
-    return Node.objects.filter(pk=node_ids[0]).values_list("driver", flat=True).first() or ""
+def _node_ids(allocation: Allocation) -> tuple[uuid.UUID, ...]:
+    return tuple(uuid.UUID(str(p["node_id"])) for p in allocation.placements)
+
+
+def _drivers_of(allocations: Iterable[Allocation]) -> dict[uuid.UUID, str]:
+    """Each allocation's driver, in one query. A run is brought up by one driver: its first
+    node's (a fleet gives the nodes of one GPU model in a cluster one driver, so that a gang
+    does not straddle two)."""
+    first = {a.pk: ids[0] for a in allocations if (ids := _node_ids(a))}
+    drivers = dict(Node.objects.filter(pk__in=set(first.values())).values_list("pk", "driver"))
+    return {a: drivers.get(node) or "" for a, node in first.items()}
+
+
+def _runs_of(pairs: Iterable[tuple[Workload, Allocation]]) -> list[WorkloadRun]:
+    pairs = list(pairs)
+    drivers = _drivers_of(a for _, a in pairs)
+    return [_run_of(w, a, drivers.get(a.pk, "")) for w, a in pairs]
 
 
 def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
     """Provision runs and mark them running. The runs of a batch share their transactions
     (one before the driver's calls, one after), so a cycle's grants cost a few commits."""
+    pairs = list(dict.fromkeys(pairs))  # a run asked twice in a batch is started once
     outcome, to_start = atomic_with_retry(_starts_claim, pairs)
     started: list[tuple[Pair, dict[str, str]]] = []
     refused: list[tuple[Pair, str]] = []
@@ -89,11 +101,14 @@ def runs_start(pairs: Sequence[Pair]) -> dict[Pair, Next]:
 def _starts_claim(
     pairs: Sequence[Pair],
 ) -> tuple[dict[Pair, Next], list[tuple[Pair, WorkloadRun]]]:
-    """The runs of the batch still to start, marked provisioning; what to do with the rest."""
+    """The runs of the batch still to start, marked provisioning (in one append); what to do
+    with the rest."""
     outcome: dict[Pair, Next] = {}
-    to_start: list[tuple[Pair, WorkloadRun]] = []
+    holders = services.run_holders(pairs)
+    allocations = Allocation.objects.in_bulk([a for _, a in pairs])
+    starting: list[tuple[Pair, Workload]] = []
     for pair in pairs:
-        workload = services.run_holder(*pair)
+        workload = holders.get(pair)
         if workload is None:
             outcome[pair] = Next()  # released meanwhile
         elif workload.cancel_requested:
@@ -105,41 +120,54 @@ def _starts_claim(
         elif workload.status == WorkloadStatus.RUNNING:
             outcome[pair] = _next_check(workload)  # started before this delivery
         else:
-            allocation = Allocation.objects.get(pk=pair[1])
-            if workload.status == WorkloadStatus.SCHEDULED:
-                services.run_provisioning(
-                    actor=ACTOR, workload=workload, placements=list(allocation.placements)
-                )
-            to_start.append((pair, _run_of(workload, allocation)))
-    return outcome, to_start
+            starting.append((pair, workload))
+    services.runs_provisioning(
+        actor=ACTOR,
+        runs=[
+            (w, list(allocations[pair[1]].placements))
+            for pair, w in starting
+            if w.status == WorkloadStatus.SCHEDULED
+        ],
+    )
+    runs = _runs_of((w, allocations[pair[1]]) for pair, w in starting)
+    return outcome, [(pair, run) for (pair, _), run in zip(starting, runs, strict=True)]
 
 
 def _starts_record(
     started: Sequence[tuple[Pair, dict[str, str]]], refused: Sequence[tuple[Pair, str]]
 ) -> dict[Pair, Next]:
     outcome: dict[Pair, Next] = {}
+    holders = services.run_holders([pair for pair, _ in started])
+    now_running: dict[Pair, tuple[Workload, dict[str, str]]] = {}
     for pair, details in started:
-        workload = services.run_holder(*pair)
+        workload = holders.get(pair)
         if workload is None:
             outcome[pair] = Next()
-            continue
-        if workload.status != WorkloadStatus.RUNNING:
-            services.run_started(actor=ACTOR, workload=workload, details=details)
-            workload.refresh_from_db()
-        outcome[pair] = _next_check(workload)
-    for pair, message in refused:
-        outcome[pair] = _end(pair, "failed", message)
+        elif workload.status != WorkloadStatus.RUNNING:
+            now_running[pair] = (workload, details)
+        else:
+            outcome[pair] = _next_check(workload)
+    if now_running:
+        started_at = services.runs_started(actor=ACTOR, runs=list(now_running.values()))
+        for pair, (workload, _) in now_running.items():
+            workload.status, workload.started_at = WorkloadStatus.RUNNING, started_at
+            outcome[pair] = _next_check(workload)
+    _ends_record([(pair, "failed", message) for pair, message in refused])
+    outcome.update({pair: Next() for pair, _ in refused})
     return outcome
 
 
 def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
     """Ask the driver how runs go; end those that ended or overran their maximum (together,
     in one transaction)."""
+    pairs = list(dict.fromkeys(pairs))
     outcome: dict[Pair, Next] = {}
     ending: list[tuple[Pair, str, str]] = []
     now = timezone.now()
+    workloads = Workload.objects.in_bulk([w for w, _ in pairs])
+    checked: list[tuple[Pair, Workload]] = []
     for pair in pairs:
-        workload = Workload.objects.filter(pk=pair[0]).first()
+        workload = workloads.get(pair[0])
         if (
             workload is None
             or str(workload.allocation_id) != str(pair[1])
@@ -147,9 +175,12 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
             or workload.started_at is None
         ):
             outcome[pair] = Next()
-            continue
-        allocation = Allocation.objects.get(pk=pair[1])
-        run = _run_of(workload, allocation)
+        else:
+            checked.append((pair, workload))
+    allocations = Allocation.objects.in_bulk([a for (_, a), _ in checked])
+    runs = _runs_of((w, allocations[pair[1]]) for pair, w in checked)
+    for (pair, workload), run in zip(checked, runs, strict=True):
+        assert workload.started_at is not None  # noqa: S101 (checked above)
         state = driver(run.driver).workload_poll(
             run,
             started_at=workload.started_at.timestamp(),
@@ -175,7 +206,19 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
 
 
 def _ends_record(ending: Sequence[tuple[Pair, str, str]]) -> dict[Pair, Next]:
-    return {pair: _end(pair, reason, message) for pair, reason, message in ending}
+    """End the runs (in the caller's transaction), their releases in one append."""
+    if not ending:
+        return {}
+    holders = services.run_holders([pair for pair, _, _ in ending])
+    # A run ends once, even if asked twice in the batch.
+    ends = {
+        pair: (holders[pair], reason, message)
+        for pair, reason, message in ending
+        if pair in holders
+    }
+    if ends:
+        services.runs_ended(actor=ACTOR, runs=list(ends.values()))
+    return {pair: Next() for pair, _, _ in ending}
 
 
 def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
@@ -184,16 +227,8 @@ def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     allocation = Allocation.objects.filter(pk=allocation_id).first()
     if workload is None or allocation is None:
         return
-    run = _run_of(workload, allocation)
+    (run,) = _runs_of([(workload, allocation)])
     driver(run.driver).workload_stop(run, idempotency_key=f"{allocation_id}:stop")
-
-
-def _end(pair: Pair, reason: str, message: str) -> Next:
-    """End the run (in the caller's transaction)."""
-    workload = services.run_holder(*pair)
-    if workload is not None:
-        services.run_ended(actor=ACTOR, workload=workload, reason=reason, message=message)
-    return Next()
 
 
 def _next_check(workload: Workload) -> Next:

@@ -16,13 +16,14 @@ from django import forms
 from console.selectors.submit import FormChoices
 from neocloud.core.errors import ApplicationError
 from scheduler.engine import Topology
+from scheduler.services.batch import MAX_BATCH
 
 MODEL_CHOICES = 3  # GPU models in order of preference
 MODEL_FIELDS = tuple(f"gpu_model_{i}" for i in range(1, MODEL_CHOICES + 1))
 # The API's fields an offering leaves to the request; the rest of its shape is the offering's.
 OFFERING_FIELDS = ("quantity", "runtime_estimate_s", "priority_class", "command", "image")
 # Where an error of the API's field shows on this form.
-SHOWN_AT = {"gpu_models": MODEL_FIELDS[0], "gpu_model": MODEL_FIELDS[0]}
+SHOWN_AT = {"gpu_models": MODEL_FIELDS[0], "gpu_model": MODEL_FIELDS[0], "array.count": "count"}
 
 
 class WorkloadForm(forms.Form):
@@ -73,6 +74,14 @@ class WorkloadForm(forms.Form):
         " skipped. Empty: the image's entrypoint.",
         strip=False,
     )
+    count = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_BATCH,
+        label="Copies (job array)",
+        help_text="Run this many copies as one array, each told its index in"
+        " NEOCLOUD_ARRAY_INDEX; all are submitted or none. Empty: one workload.",
+    )
 
     def __init__(
         self, data: Mapping[str, Any] | None = None, *, choices: FormChoices, **kwargs: Any
@@ -121,6 +130,12 @@ class WorkloadForm(forms.Form):
             del fields["quantity"]
         data.update({k: v for k, v in fields.items() if v is not None})
         return data
+
+    def array_count(self) -> int | None:
+        """How many copies to submit as an array (call once the form is valid); None: one
+        workload, alone."""
+        count: int | None = self.cleaned_data["count"]
+        return count if count is not None and count > 1 else None
 
     def refused(self, errors: Mapping[str, Any]) -> None:
         """Show the API's field errors (a serializer's) beside their inputs."""

@@ -3,7 +3,8 @@
 The page posts a form; it becomes the API's request (``forms.submit``), is validated by the
 API's serializer with the project scoped as the API scopes it, and goes to the API's own
 services: ``workload_dry_run`` for "Check" (a partial for htmx, the page without it) and
-``workload_submit`` for "Submit". Refusals show beside their inputs, nothing written.
+``workload_submit`` for "Submit" (``workload_submit_array`` when copies are asked, the
+task at index 0's page opening). Refusals show beside their inputs, nothing written.
 """
 
 from __future__ import annotations
@@ -89,15 +90,30 @@ def workload_new(request: ConsoleRequest) -> HttpResponse:
     if parsed is None:
         return _render(request, form, status=400)
     project, spec = parsed
+    count = form.array_count()
     try:
-        workload = atomic_with_retry(
-            services.workload_submit, actor=request.console.actor, project=project, spec=spec
-        )
+        if count is None:
+            workload = atomic_with_retry(
+                services.workload_submit, actor=request.console.actor, project=project, spec=spec
+            )
+            first, submitted = workload.pk, f"Submitted {workload.name}."
+        else:
+            batch = atomic_with_retry(
+                services.workload_submit_array,
+                actor=request.console.actor,
+                project=project,
+                spec=spec,
+                count=count,
+            )
+            first, submitted = (
+                batch.workloads[0].workload_id,
+                f"Submitted {count} copies of {spec.name}.",
+            )
     except ApplicationError as error:
         form.refused_by(error)
         return _render(request, form, status=error.http_status)
-    messages.success(request, f"Submitted {workload.name}.")
-    return redirect(f"/workloads/{workload.pk}")
+    messages.success(request, submitted)
+    return redirect(f"/workloads/{first}")
 
 
 @require_POST

@@ -13,6 +13,8 @@ plan, which follows from what the workload is.
 - ``standing``: the organization's standing and the approval threshold.
 - ``shape``: what a spec may ask for, and the cluster it goes to.
 - ``submission``: ``workload_submit``, and ``check_submission``, all it checks.
+- ``batch``: ``workload_submit_array`` and ``workload_submit_batch``, many at once, all or
+  none, through the same checks.
 - ``dry_run``: ``workload_dry_run``, the same checks and the engine's say, nothing written.
 - ``cancellation``: ``workload_cancel``.
 - ``run_states``: a run's provisioning, running and end.
@@ -22,6 +24,7 @@ plan, which follows from what the workload is.
 - ``fragmentation``: ``fragmentation_sample``, the operators' chart's telemetry (not events).
 """
 
+from scheduler.services.batch import workload_submit_array, workload_submit_batch
 from scheduler.services.cancellation import workload_cancel
 from scheduler.services.dry_run import DryRun, workload_dry_run
 from scheduler.services.endpoints import workload_endpoints_set
@@ -32,8 +35,12 @@ from scheduler.services.run_states import (
     run_discarded,
     run_ended,
     run_holder,
+    run_holders,
     run_provisioning,
     run_started,
+    runs_ended,
+    runs_provisioning,
+    runs_started,
 )
 from scheduler.services.standing import check_standing
 from scheduler.services.submission import check_submission, workload_submit
@@ -50,10 +57,16 @@ __all__ = [
     "run_discarded",
     "run_ended",
     "run_holder",
+    "run_holders",
     "run_provisioning",
     "run_started",
+    "runs_ended",
+    "runs_provisioning",
+    "runs_started",
     "workload_cancel",
     "workload_dry_run",
     "workload_endpoints_set",
     "workload_submit",
+    "workload_submit_array",
+    "workload_submit_batch",
 ]

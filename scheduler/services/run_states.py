@@ -10,6 +10,8 @@ a final status is told to whoever follows the workload (its order) on commit.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -18,12 +20,16 @@ from scheduler import hooks, triggers
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
 from scheduler.services.workload_stream import (
     append_workload,
+    append_workloads,
     held_allocation,
     locked_workload,
+    locked_workloads,
     released,
 )
 from scheduler.specs import RestartPolicy, WorkloadKind
 from tenants.access import Actor
+
+Pair = tuple[uuid.UUID, uuid.UUID]  # (workload, allocation)
 
 
 def run_holder(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Workload | None:
@@ -34,46 +40,94 @@ def run_holder(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> Workload | N
     return workload
 
 
+def run_holders(pairs: Sequence[Pair]) -> dict[Pair, Workload]:
+    """``run_holder`` for a batch of runs, in one query: those whose workload still holds
+    the allocation."""
+    rows = locked_workloads([w for w, _ in pairs])
+    return {(w, a): rows[w] for w, a in pairs if w in rows and str(rows[w].allocation_id) == str(a)}
+
+
 def run_provisioning(
     *, actor: Actor, workload: Workload, placements: list[dict[str, object]]
 ) -> None:
-    append_workload(
+    runs_provisioning(actor=actor, runs=[(workload, placements)])
+
+
+def runs_provisioning(
+    *, actor: Actor, runs: Sequence[tuple[Workload, list[dict[str, object]]]]
+) -> None:
+    """Runs being brought up on their placements, in one append."""
+    append_workloads(
         actor,
-        workload,
         [
-            ev.WorkloadProvisioning(
-                allocation_id=held_allocation(workload),
-                placements=[ev.PlacementData.model_validate(p) for p in placements],
+            (
+                workload,
+                [
+                    ev.WorkloadProvisioning(
+                        allocation_id=held_allocation(workload),
+                        placements=[ev.PlacementData.model_validate(p) for p in placements],
+                    )
+                ],
             )
+            for workload, placements in runs
         ],
     )
 
 
 def run_started(*, actor: Actor, workload: Workload, details: dict[str, str]) -> None:
-    append_workload(
+    runs_started(actor=actor, runs=[(workload, details)])
+
+
+def runs_started(*, actor: Actor, runs: Sequence[tuple[Workload, dict[str, str]]]) -> datetime:
+    """Runs that are running, in one append; returns when they started."""
+    now = timezone.now()
+    append_workloads(
         actor,
-        workload,
         [
-            ev.WorkloadRunning(
-                allocation_id=held_allocation(workload),
-                started_at=timezone.now(),
-                details={k: str(v) for k, v in details.items()},
+            (
+                workload,
+                [
+                    ev.WorkloadRunning(
+                        allocation_id=held_allocation(workload),
+                        started_at=now,
+                        details={k: str(v) for k, v in details.items()},
+                    )
+                ],
             )
+            for workload, details in runs
         ],
     )
+    return now
 
 
 def run_ended(*, actor: Actor, workload: Workload, reason: str, message: str) -> str:
     """Release the run's GPUs; the workload is requeued or ends as its policy says.
     Returns the status it is left in."""
-    status = _after_run(workload, reason)
-    allocation = Allocation.objects.get(pk=held_allocation(workload))
-    append_workload(actor, workload, [released(workload, reason, message, status)])
-    triggers.drain_check([p["node_id"] for p in allocation.placements])
-    triggers.cycle_wanted(workload.cluster_id)
-    if status in FINAL_STATUSES:
-        hooks.workload_ended.on_commit(Workload.objects.get(pk=workload.pk))
-    return status
+    return runs_ended(actor=actor, runs=[(workload, reason, message)])[0]
+
+
+def runs_ended(*, actor: Actor, runs: Sequence[tuple[Workload, str, str]]) -> list[str]:
+    """``run_ended`` for a batch of runs, their releases in one append; a cycle of each
+    cluster and a drain check of their nodes once it commits. Returns the statuses."""
+    statuses = [_after_run(workload, reason) for workload, reason, _ in runs]
+    allocations = Allocation.objects.in_bulk([held_allocation(w) for w, _, _ in runs])
+    append_workloads(
+        actor,
+        [
+            (workload, [released(workload, reason, message, status)])
+            for (workload, reason, message), status in zip(runs, statuses, strict=True)
+        ],
+    )
+    nodes = [p["node_id"] for a in allocations.values() for p in a.placements]
+    triggers.drain_check(list(dict.fromkeys(nodes)))
+    for cluster_id in dict.fromkeys(w.cluster_id for w, _, _ in runs):
+        triggers.cycle_wanted(cluster_id)
+    ended = [w.pk for (w, _, _), s in zip(runs, statuses, strict=True) if s in FINAL_STATUSES]
+    if ended:
+        rows = Workload.objects.in_bulk(ended)
+        for workload_id in ended:
+            hooks.workload_ended.on_commit(rows[workload_id])
+    return statuses
 
 
 def run_discarded(*, actor: Actor, workload: Workload) -> None:

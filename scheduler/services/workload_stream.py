@@ -29,6 +29,13 @@ def locked_workload(workload_id: uuid.UUID) -> Workload | None:
     return row_lock(Workload.objects.all()).filter(pk=workload_id).first()
 
 
+def locked_workloads(workload_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Workload]:
+    """``locked_workload`` for many at once: the log's lock, then their rows in one query."""
+    store.take_append_lock()
+    rows = row_lock(Workload.objects.all()).filter(pk__in=list(workload_ids)).order_by("pk")
+    return {w.pk: w for w in rows}
+
+
 def append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEvent]) -> None:
     store.append(
         ev.WORKLOAD_STREAM,
@@ -36,6 +43,26 @@ def append_workload(actor: Actor, workload: Workload, changes: Sequence[DomainEv
         changes,
         expected_version=workload.version,
         metadata=actor.metadata(workload.organization_id),
+    )
+
+
+def append_workloads(
+    actor: Actor, changes: Sequence[tuple[Workload, Sequence[DomainEvent]]]
+) -> None:
+    """``append_workload`` for many workloads in one append (``store.append_streams``)."""
+    if not changes:
+        return
+    store.append_streams(
+        [
+            store.StreamAppend(
+                ev.WORKLOAD_STREAM,
+                str(workload.pk),
+                events,
+                workload.version,
+                actor.metadata(workload.organization_id),
+            )
+            for workload, events in changes
+        ]
     )
 
 
