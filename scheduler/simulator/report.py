@@ -58,6 +58,7 @@ def lists_json(results: Mapping[str, FillResult]) -> dict[str, object]:
     """Several pod lists: per list, each policy's median and per-seed figures, the study's FGD
     figure (at 130 % only) and whether the engine (``default``) left fewer GPUs unallocated."""
     pod_lists: dict[str, object] = {}
+    verdicts: list[bool] = []
     for name, result in results.items():
         fgd = FGD_UNALLOCATED_130.get(name) if result.arrivals == 1.3 else None
         entry: dict[str, object] = {
@@ -72,10 +73,10 @@ def lists_json(results: Mapping[str, FillResult]) -> dict[str, object]:
             "fgd_atc23": fgd,
         }
         if fgd is not None and "default" in result.runs:
-            entry["engine_beats_fgd"] = round(result.median("default"), 3) < fgd
+            verdicts.append(round(result.median("default"), 3) < fgd)
+            entry["engine_beats_fgd"] = verdicts[-1]
         pod_lists[name] = entry
     first = next(iter(results.values()))
-    verdicts = [e["engine_beats_fgd"] for e in pod_lists.values() if "engine_beats_fgd" in e]  # type: ignore[operator]
     return {
         "mode": "fill",
         "arrivals": first.arrivals,
