@@ -286,12 +286,13 @@ def _place_cpu_aware(
     so costs are remembered per threshold bucket, and fragmentation per GPU state and bucket
     from one request to the next. Single nodes of equal growth go to the one where the next
     task of each shape fares best (``_next_task_fragmentation``)."""
+    if request.nodes == 1:
+        return _place_single_cpu_aware(capacity, request, model, shapes)
     cpus = frozenset(shape[3] for shape in shapes if len(shape) > 3)
-    mix = tuple(shapes.items())
+    memo = _memo(tuple(shapes.items()))
     cpu, memory = request.cpu_milli, request.memory_mib
     cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
     costs: dict[tuple[int, int, int], tuple[float, float]] = {}
-    next_growth: dict[str, float] = {}
     options: list[Option] = []
     one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
     for state_id, names in capacity.classes(model):
@@ -306,25 +307,76 @@ def _place_cpu_aware(
             have = cpu_free[name]
             if have < cpu or memory_free[name] < memory:
                 continue
-            # The lowest CPU of each bucket stands for the bucket: fragmentation is the same.
-            before = thresholds[bisect_right(thresholds, have) - 1]
-            remains = thresholds[bisect_right(thresholds, have - cpu) - 1]
-            key = (state_id, before, remains)
+            key = (
+                state_id,
+                bisect_right(thresholds, have) - 1,
+                bisect_right(thresholds, have - cpu) - 1,
+            )
             cost = costs.get(key)
             if cost is None:
-                (now, now_next), (then, then_next) = (
-                    _fragmentation_at(free, before, mix),
-                    _fragmentation_at(after, remains, mix),
-                )
-                cost = costs[key] = (round(then - now, 6), round(then_next - now_next, 6))
+                cost = costs[key] = _cost_between(free, after, thresholds, key[1], key[2], memo)
             options.append(((cost[0], left, name), capacity.nodes[name], gpus))
-            next_growth[name] = cost[1]
-    if request.nodes == 1:
-        if not options:
-            return None
-        _, node, gpus = min(options, key=lambda o: (o[0][0], next_growth[o[0][2]], o[0]))
-        return (_placement(node, gpus, request),)
     return _place_gang(options, request)
+
+
+def _place_single_cpu_aware(
+    capacity: Capacity, request: Request, model: str | None, shapes: Shapes
+) -> tuple[Placement, ...] | None:
+    """The single-node case of ``_place_cpu_aware``, weighed in one pass: the least growth,
+    then the least growth for the next task of each shape, then the GPU left free, then the
+    name. Within one GPU state, nodes whose CPU falls in the same buckets (before and after)
+    cost the same, so only the first of them by name is weighed."""
+    cpus = frozenset(shape[3] for shape in shapes if len(shape) > 3)
+    memo = _memo(tuple(shapes.items()))
+    cpu, memory = request.cpu_milli, request.memory_mib
+    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
+    one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
+    best: tuple[float, float, int, str] | None = None
+    best_gpus: tuple[int, ...] = ()
+    known, at = memo.known, memo.at
+    for state_id, names in capacity.classes(model):
+        state = capacity.states[state_id]
+        taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
+        if taken is None:
+            continue
+        free, (gpus, after) = state[0], taken
+        left = sum(after)
+        thresholds = _thresholds(cpus, len(free))
+        weighed: set[tuple[int, int]] = set()
+        for name in names:
+            have = cpu_free[name]
+            if have < cpu or memory_free[name] < memory:
+                continue
+            before = thresholds[bisect_right(thresholds, have) - 1]
+            remains = thresholds[bisect_right(thresholds, have - cpu) - 1]
+            if len(names) > 1:
+                if (before, remains) in weighed:
+                    continue  # an earlier name of this state costs the same
+                weighed.add((before, remains))
+            now = known.get((free, before)) or at(free, before)
+            then = known.get((after, remains)) or at(after, remains)
+            candidate = (round(then[0] - now[0], 6), round(then[1] - now[1], 6), left, name)
+            if best is None or candidate < best:
+                best, best_gpus = candidate, gpus
+    if best is None:
+        return None
+    return (_placement(capacity.nodes[best[3]], best_gpus, request),)
+
+
+def _cost_between(
+    free: tuple[int, ...],
+    after: tuple[int, ...],
+    thresholds: tuple[int, ...],
+    before: int,
+    remains: int,
+    memo: _Memo,
+) -> tuple[float, float]:
+    """Growth of fragmentation, and of the next task's, from ``free`` with the CPU of bucket
+    ``before`` to ``after`` with that of bucket ``remains`` (the lowest CPU of a bucket stands
+    for it: fragmentation is the same)."""
+    now, now_next = memo.at(free, thresholds[before])
+    then, then_next = memo.at(after, thresholds[remains])
+    return (round(then - now, 6), round(then_next - now_next, 6))
 
 
 @lru_cache(maxsize=1 << 16)
@@ -345,15 +397,33 @@ def _thresholds(cpus: frozenset[int], gpu_count: int) -> tuple[int, ...]:
     return tuple(sorted({0} | {cpu * tasks for cpu in cpus for tasks in range(1, gpu_count + 1)}))
 
 
-@lru_cache(maxsize=1 << 16)
-def _fragmentation_at(
-    free: tuple[int, ...], cpu_free: int, mix: tuple[tuple[tuple[int, ...], float], ...]
-) -> tuple[float, float]:
-    shapes = dict(mix)
-    return (
-        fragmentation(free, shapes, cpu_free),
-        _next_task_fragmentation(free, shapes, cpu_free),
-    )
+class _Memo:
+    """Fragmentation (full, and for the next task) of GPU states at CPU levels, for one mix of
+    typical shapes, remembered from one request to the next. Keyed by state and level only:
+    hashing the mix on every lookup cost more than the lookup."""
+
+    LIMIT = 1 << 17  # entries; then it starts afresh, so a long-lived process stays small
+
+    def __init__(self, mix: tuple[tuple[tuple[int, ...], float], ...]) -> None:
+        self.shapes = dict(mix)
+        self.known: dict[tuple[tuple[int, ...], int], tuple[float, float]] = {}
+
+    def at(self, free: tuple[int, ...], cpu_free: int) -> tuple[float, float]:
+        key = (free, cpu_free)
+        value = self.known.get(key)
+        if value is None:
+            if len(self.known) >= self.LIMIT:
+                self.known.clear()
+            value = self.known[key] = (
+                fragmentation(free, self.shapes, cpu_free),
+                _next_task_fragmentation(free, self.shapes, cpu_free),
+            )
+        return value
+
+
+@lru_cache(maxsize=64)
+def _memo(mix: tuple[tuple[tuple[int, ...], float], ...]) -> _Memo:
+    return _Memo(mix)
 
 
 def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:

@@ -15,7 +15,7 @@ import random
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
@@ -60,15 +60,20 @@ class FillResult:
 
 def typical_shapes(requests: Sequence[Request]) -> Shapes:
     """The shapes the workload asks for, weighted by how many pods ask for each (the study's
-    "target workload"), each with the median CPU of its pods, so that placement also counts
-    GPUs stranded on nodes without CPU left. CPU-only pods are left out: no GPU is unusable
-    to them."""
-    groups: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    "target workload"), with their CPU, so that placement also counts GPUs stranded on nodes
+    without CPU left: the median CPU of its pods for a shape of one GPU (whole or shared), each
+    distinct CPU of its pods for a multi-GPU shape. Multi-GPU pods are few and their CPU
+    decides which nodes can host them at all (an 8-GPU pod of 120 cores fits only the 128-core
+    nodes); a median would hide that. CPU-only pods are left out: no GPU is unusable to
+    them."""
+    groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for request in requests:
-        if request.gpus_per_node > 0:
+        if request.gpus_per_node > 1:
+            groups[(*request.shape, request.cpu_milli)].append(request.cpu_milli)
+        elif request.gpus_per_node == 1:
             groups[request.shape].append(request.cpu_milli)
     return {
-        (*shape, int(statistics.median(cpus))): float(len(cpus))
+        (*shape[:3], int(statistics.median(cpus))): float(len(cpus))
         for shape, cpus in sorted(groups.items())
     }
 
@@ -155,39 +160,67 @@ def run_fill(
 ) -> FillResult:
     """Every policy on every seed (the same arrival order for all policies of a seed), in
     ``jobs`` processes; ``on_run`` hears of each run as it ends."""
-    shapes = typical_shapes(requests)
+    results = run_fill_lists(
+        nodes,
+        {"": requests},
+        arrivals=arrivals,
+        seeds=seeds,
+        policies=policies,
+        jobs=jobs,
+        on_run=None if on_run is None else lambda _name, run: on_run(run),
+    )
+    return results[""]
+
+
+def run_fill_lists(
+    nodes: Sequence[Node],
+    pod_lists: Mapping[str, Sequence[Request]],
+    *,
+    arrivals: float,
+    seeds: Sequence[int],
+    policies: Sequence[str],
+    jobs: int = 1,
+    on_run: Callable[[str, FillRun], None] | None = None,
+) -> dict[str, FillResult]:
+    """``run_fill`` for several pod lists on the same nodes, all runs in one pool of ``jobs``
+    processes (so no process idles between lists); ``on_run`` hears of each run and its list."""
     target = target_milli(nodes, arrivals)
     args = [
-        (policy, tuple(nodes), tuple(requests), shapes, target, seed)
+        (name, policy, tuple(nodes), tuple(requests), typical_shapes(requests), target, seed)
+        for name, requests in pod_lists.items()
         for seed in seeds
         for policy in policies
     ]
-    runs: list[FillRun] = []
+    runs: list[tuple[str, FillRun]] = []
     if jobs > 1 and len(args) > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             for future in as_completed([pool.submit(_fill_task, a) for a in args]):
                 runs.append(future.result())
                 if on_run is not None:
-                    on_run(runs[-1])
+                    on_run(*runs[-1])
     else:
         for a in args:
             runs.append(_fill_task(a))
             if on_run is not None:
-                on_run(runs[-1])
-    by_policy: dict[str, list[FillRun]] = {policy: [] for policy in policies}
-    for run in sorted(runs, key=lambda r: r.seed):
-        by_policy[run.policy].append(run)
-    return FillResult(
-        arrivals=arrivals,
-        capacity_gpus=sum(node.gpu_count for node in nodes),
-        seeds=tuple(seeds),
-        runs=by_policy,
-    )
+                on_run(*runs[-1])
+    results = {}
+    for name in pod_lists:
+        by_policy: dict[str, list[FillRun]] = {policy: [] for policy in policies}
+        for list_name, run in sorted(runs, key=lambda r: r[1].seed):
+            if list_name == name:
+                by_policy[run.policy].append(run)
+        results[name] = FillResult(
+            arrivals=arrivals,
+            capacity_gpus=sum(node.gpu_count for node in nodes),
+            seeds=tuple(seeds),
+            runs=by_policy,
+        )
+    return results
 
 
 def _fill_task(
-    arguments: tuple[str, tuple[Node, ...], tuple[Request, ...], Shapes, int, int],
-) -> FillRun:
-    policy, nodes, requests, shapes, target, seed = arguments
+    arguments: tuple[str, str, tuple[Node, ...], tuple[Request, ...], Shapes, int, int],
+) -> tuple[str, FillRun]:
+    name, policy, nodes, requests, shapes, target, seed = arguments
     stream = arrival_stream(requests, target, seed)
-    return fill_once(policy, nodes, stream, shapes, target, seed)
+    return name, fill_once(policy, nodes, stream, shapes, target, seed)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from scheduler.simulator.atc23 import FGD_UNALLOCATED_130
 from scheduler.simulator.fill import FillResult
 from scheduler.simulator.timed import TimeRun
 
@@ -50,6 +51,55 @@ def fill_lines(result: FillResult) -> list[str]:
         lines.append(f"  {policy:<10} {result.median(policy):6.2f}%{beside}")
     if result.arrivals == 1.3:
         lines.append(f"  {'fgd':<10}    --    (ATC'23: {PAPER_130['fgd']}%)")
+    return lines
+
+
+def lists_json(results: Mapping[str, FillResult]) -> dict[str, object]:
+    """Several pod lists: per list, each policy's median and per-seed figures, the study's FGD
+    figure (at 130 % only) and whether the engine (``default``) left fewer GPUs unallocated."""
+    pod_lists: dict[str, object] = {}
+    verdicts: list[bool] = []
+    for name, result in results.items():
+        fgd = FGD_UNALLOCATED_130.get(name) if result.arrivals == 1.3 else None
+        entry: dict[str, object] = {
+            "policies": {
+                policy: {
+                    "unallocated_gpu_pct": round(result.median(policy), 3),
+                    "unallocated_gpu_pct_by_seed": [round(r.unallocated_gpu_pct, 3) for r in runs],
+                    "seconds_per_seed": round(sum(r.seconds for r in runs) / len(runs), 2),
+                }
+                for policy, runs in result.runs.items()
+            },
+            "fgd_atc23": fgd,
+        }
+        if fgd is not None and "default" in result.runs:
+            verdicts.append(round(result.median("default"), 3) < fgd)
+            entry["engine_beats_fgd"] = verdicts[-1]
+        pod_lists[name] = entry
+    first = next(iter(results.values()))
+    return {
+        "mode": "fill",
+        "arrivals": first.arrivals,
+        "capacity_gpus": first.capacity_gpus,
+        "seeds": list(first.seeds),
+        "pod_lists": pod_lists,
+        "engine_beats_fgd_on_every_list": bool(verdicts) and all(verdicts),
+    }
+
+
+def lists_lines(results: Mapping[str, FillResult]) -> list[str]:
+    """One row per pod list: each policy's median unallocated GPU %, then FGD's figure."""
+    first = next(iter(results.values()))
+    policies = list(first.runs)
+    lines = [
+        f"unallocated GPU % at {first.arrivals:.0%} arrivals (median of {len(first.seeds)} seeds"
+        f" {first.seeds[0]}-{first.seeds[-1]})",
+        f"  {'pod list':<12}" + "".join(f" {p:>10}" for p in policies) + f" {'FGD ATC23':>10}",
+    ]
+    for name, result in results.items():
+        fgd = FGD_UNALLOCATED_130.get(name) if result.arrivals == 1.3 else None
+        row = "".join(f" {result.median(p):>10.2f}" for p in policies)
+        lines.append(f"  {name:<12}{row} {'--' if fgd is None else f'{fgd:.2f}':>10}")
     return lines
 
 

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import WHOLE, Allocation, Node, Request, Snapshot
 from scheduler.engine.placement import fragmentation
-from scheduler.simulator import fill, timed, trace, workload
+from scheduler.simulator import atc23, fill, timed, trace, workload
 from scheduler.simulator.placers import POLICIES, make_placer
 
 BUNDLED_NODES = trace.BUNDLED / trace.NODE_FILE
@@ -139,6 +139,32 @@ def test_typical_shapes_lose_the_gpus_a_node_cannot_feed_with_cpu() -> None:
     assert fragmentation(free, shapes, 3_000) == pytest.approx(3500)
 
 
+def test_multi_gpu_shapes_keep_each_cpu_their_pods_ask_for() -> None:
+    """An 8-GPU pod of 120 cores fits only nodes with that CPU: it stays a shape of its own
+    beside the 88-core ones instead of vanishing into their median; shapes of one GPU keep
+    the median CPU of their pods."""
+    requests = [
+        *(Request(id=f"big{i}", queue="q", gpus_per_node=8, cpu_milli=88_000) for i in range(3)),
+        Request(id="huge", queue="q", gpus_per_node=8, cpu_milli=120_000),
+        *(
+            Request(id=f"one{i}", queue="q", gpus_per_node=1, cpu_milli=c)
+            for i, c in enumerate([2_000, 4_000, 9_000])
+        ),
+    ]
+
+    shapes = fill.typical_shapes(requests)
+
+    assert shapes == {
+        (1, WHOLE, 1, 4_000): 3.0,
+        (8, WHOLE, 1, 88_000): 3.0,
+        (8, WHOLE, 1, 120_000): 1.0,
+    }
+    # A 96-core node with 8 free GPUs serves the 88-core shape only; a 128-core one both.
+    free = [WHOLE] * 8
+    assert fragmentation(free, shapes, 96_000) == pytest.approx(8_000 * 1.0 / 7.0)
+    assert fragmentation(free, shapes, 128_000) == 0.0
+
+
 def test_fill_is_deterministic_per_seed_and_reports_every_policy() -> None:
     nodes = _fleet()
     requests = _pods()
@@ -216,6 +242,56 @@ def test_a_missing_pod_list_is_a_clear_error(tmp_path: Path) -> None:
         call_command("simulate", "--mode=fill", "--pods=nope", "--json", stdout=io.StringIO())
     with pytest.raises(CommandError, match="unknown policies"):
         call_command("simulate", "--policies=fgd", stdout=io.StringIO())
+
+
+def test_every_pod_list_in_one_command_against_the_study(tmp_path: Path) -> None:
+    """Two pod lists of the study, each a slice of the trace: one row and one JSON entry each,
+    with FGD's published figure beside the engine's and the verdict drawn from both."""
+    nodes_text = BUNDLED_NODES.read_text().splitlines()
+    pods_text = BUNDLED_PODS.read_text().splitlines()
+    (tmp_path / trace.NODE_FILE).write_text("\n".join(nodes_text[:41]) + "\n")
+    (tmp_path / trace.pod_file("default")).write_text("\n".join(pods_text[:301]) + "\n")
+    (tmp_path / trace.pod_file("multigpu20")).write_text(
+        "\n".join(pods_text[:1] + pods_text[301:601]) + "\n"
+    )
+    out = io.StringIO()
+
+    call_command(
+        "simulate",
+        "--mode=fill",
+        f"--trace={tmp_path}",
+        "--pods=default,multigpu20",
+        "--seeds=2",
+        "--first-seed=100",
+        "--jobs=2",
+        stdout=out,
+    )
+
+    lines = out.getvalue().strip().splitlines()
+    payload = json.loads(lines[-1])
+    assert [line.split()[0] for line in lines[2:4]] == ["default", "multigpu20"]
+    assert payload["seeds"] == [100, 101]
+    assert list(payload["pod_lists"]) == ["default", "multigpu20"]
+    for name, entry in payload["pod_lists"].items():
+        assert set(entry["policies"]) == set(POLICIES)
+        assert entry["fgd_atc23"] == atc23.FGD_UNALLOCATED_130[name]
+        engine = entry["policies"]["default"]["unallocated_gpu_pct"]
+        assert entry["engine_beats_fgd"] == (engine < entry["fgd_atc23"])
+        assert len(entry["policies"]["random"]["unallocated_gpu_pct_by_seed"]) == 2
+    assert payload["engine_beats_fgd_on_every_list"] == all(
+        entry["engine_beats_fgd"] for entry in payload["pod_lists"].values()
+    )
+
+
+def test_all_means_the_lists_with_a_published_figure() -> None:
+    """``--pods all`` asks for every study list; only ``default`` is bundled, so without
+    ``--trace`` the first missing one is named."""
+    assert len(atc23.STUDY_POD_LISTS) == 17
+    assert atc23.STUDY_POD_LISTS[0] == "default"
+    with pytest.raises(CommandError, match=r"openb_pod_list_multigpu20\.csv is not in the bundled"):
+        call_command("simulate", "--mode=fill", "--pods=all", "--json", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="one pod list"):
+        call_command("simulate", "--pods=default,cpu050", "--plot=/tmp/x", stdout=io.StringIO())
 
 
 # --- time mode ---------------------------------------------------------------------------------

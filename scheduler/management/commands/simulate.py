@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.simulator import fill, report, timed, trace, workload
+from scheduler.simulator import atc23, fill, report, timed, trace, workload
 from scheduler.simulator.placers import POLICIES
 
 
@@ -30,7 +30,10 @@ class Command(BaseCommand):
             help="directory of the Alibaba GPU trace v2023 (default: the bundled copy)",
         )
         parser.add_argument(
-            "--pods", default="default", help="pod list NAME: openb_pod_list_NAME.csv"
+            "--pods",
+            default="default",
+            help="pod list NAME (openb_pod_list_NAME.csv), NAME,NAME,... or 'all': every list"
+            " with a published ATC'23 figure, one table row each (fill mode)",
         )
         parser.add_argument(
             "--nodes-file", default=trace.NODE_FILE, help="node list file in the trace directory"
@@ -91,6 +94,8 @@ class Command(BaseCommand):
         unknown = sorted(set(policies) - set(POLICIES))
         if unknown or not policies:
             raise CommandError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+        if options["plot"] and options["mode"] == "fill" and len(_pod_lists(options["pods"])) > 1:
+            raise CommandError("--plot draws one pod list: name one with --pods")
         try:
             if options["plot"]:
                 report.check_plotting()
@@ -106,28 +111,42 @@ class Command(BaseCommand):
     def _fill(self, policies: list[str], options: dict[str, Any]) -> None:
         if options["arrivals"] <= 0 or options["seeds"] < 1:
             raise CommandError("--arrivals must be > 0 and --seeds >= 1")
+        names = _pod_lists(options["pods"])
         nodes = trace.load_nodes(trace.resolve(options["trace"], options["nodes_file"]))
-        pods = trace.load_pods(trace.resolve(options["trace"], trace.pod_file(options["pods"])))
+        pod_lists = {
+            name: [
+                pod.request
+                for pod in trace.load_pods(trace.resolve(options["trace"], trace.pod_file(name)))
+            ]
+            for name in names
+        }
         seeds = list(range(options["first_seed"], options["first_seed"] + options["seeds"]))
 
-        def progress(run: fill.FillRun) -> None:
+        def progress(name: str, run: fill.FillRun) -> None:
             if not options["json"] or options["verbosity"] > 1:
+                where = f"{name} " if len(names) > 1 else ""
                 sys.stderr.write(
-                    f"{run.policy} seed {run.seed}: {run.unallocated_gpu_pct:.2f}% unallocated,"
-                    f" {run.skipped} pods skipped, {run.seconds:.1f}s\n"
+                    f"{where}{run.policy} seed {run.seed}: {run.unallocated_gpu_pct:.2f}%"
+                    f" unallocated, {run.skipped} pods skipped, {run.seconds:.1f}s\n"
                 )
 
-        result = fill.run_fill(
+        results = fill.run_fill_lists(
             nodes,
-            [pod.request for pod in pods],
+            pod_lists,
             arrivals=options["arrivals"],
             seeds=seeds,
             policies=policies,
             jobs=max(1, options["jobs"]),
             on_run=progress,
         )
+        if len(names) > 1:
+            if not options["json"]:
+                self.stdout.write("\n".join(report.lists_lines(results)))
+            self.stdout.write(json.dumps(report.lists_json(results), sort_keys=True))
+            return
+        (result,) = results.values()
         payload = report.fill_json(result, max(1, options["curve_step"]))
-        payload["pods"] = options["pods"]
+        payload["pods"] = names[0]
         if options["plot"]:
             for path in report.plot_fill(result, options["plot"]):
                 sys.stderr.write(f"wrote {path}\n")
@@ -171,6 +190,16 @@ class Command(BaseCommand):
         if not options["json"]:
             self.stdout.write("\n".join(report.time_lines(runs)))
         self.stdout.write(json.dumps(report.time_json(runs, meta), sort_keys=True))
+
+
+def _pod_lists(text: str) -> list[str]:
+    """``all``: the study's pod lists; else the comma-separated names, each once."""
+    if text.strip() == "all":
+        return list(atc23.STUDY_POD_LISTS)
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise CommandError("--pods: name a pod list, several NAME,NAME, or all")
+    return names
 
 
 def _mixes(options: dict[str, Any]) -> dict[str, Any]:
