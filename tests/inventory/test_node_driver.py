@@ -3,6 +3,7 @@ provisioning steps and its runs (else the deployment's ``PROVISIONING_DRIVER``).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from inventory import drivers
 from inventory.drivers.simulated import SimulatedDriver
 from inventory.models import Node
 from scheduler import runs
+from scheduler.models import Allocation
 from tests.inventory.test_import_fleet import example, import_fleet, rack_nodes, write
 
 pytestmark = pytest.mark.django_db
@@ -61,5 +63,6 @@ def test_a_node_without_a_driver_uses_the_deployments_and_one_with_uses_its_own(
         assert isinstance(drivers.driver(default.driver), SimulatedDriver)
     with override_settings(PROVISIONING_DRIVER="no.such.Driver"), pytest.raises(ImportError):
         drivers.driver(default.driver)  # the deployment's, which does not exist here
-    assert runs._driver_of((own.pk, default.pk)) == "simulated"
-    assert runs._driver_of((default.pk,)) == ""
+    gang = Allocation(id=uuid.uuid4(), placements=[{"node_id": str(own.pk)}, {"node_id": str(default.pk)}])
+    alone = Allocation(id=uuid.uuid4(), placements=[{"node_id": str(default.pk)}])
+    assert runs._drivers_of((gang, alone)) == {gang.pk: "simulated", alone.pk: ""}
