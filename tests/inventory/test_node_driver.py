@@ -63,6 +63,8 @@ def test_a_node_without_a_driver_uses_the_deployments_and_one_with_uses_its_own(
         assert isinstance(drivers.driver(default.driver), SimulatedDriver)
     with override_settings(PROVISIONING_DRIVER="no.such.Driver"), pytest.raises(ImportError):
         drivers.driver(default.driver)  # the deployment's, which does not exist here
-    gang = Allocation(id=uuid.uuid4(), placements=[{"node_id": str(own.pk)}, {"node_id": str(default.pk)}])
+    gang = Allocation(
+        id=uuid.uuid4(), placements=[{"node_id": str(own.pk)}, {"node_id": str(default.pk)}]
+    )
     alone = Allocation(id=uuid.uuid4(), placements=[{"node_id": str(default.pk)}])
     assert runs._drivers_of((gang, alone)) == {gang.pk: "simulated", alone.pk: ""}
