@@ -10,9 +10,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from events import projections
 from events.projections import handles
@@ -57,12 +58,12 @@ class Scheduling(projections.Projection):
             # A batch's or an array's workloads, appended together.
             Workload.objects.bulk_create([_submitted_row(e) for e in run], batch_size=1000)
         elif run[0].type == ev.WorkloadProvisioning.event_type and len(run) > 1:
-            self._statements(_PROVISIONING_SQL, run, lambda e: (e.data["allocation_id"],))
+            self._statements(_PROVISIONING_SQL, run, lambda e: (_uuid(e.data["allocation_id"]),))
         elif run[0].type == ev.WorkloadRunning.event_type and len(run) > 1:
             self._statements(
                 _RUNNING_SQL,
                 run,
-                lambda e: (e.data["allocation_id"],) * 2 + (e.data["started_at"],),
+                lambda e: (_uuid(e.data["allocation_id"]),) * 2 + (_time(e.data["started_at"]),),
             )
         else:
             for event in run:
@@ -75,20 +76,8 @@ class Scheduling(projections.Projection):
         """One statement per event of the run, sent together: a batch of runs' starts
         (``runs_provisioning``, ``runs_started``) recorded as the handlers would record each,
         with its stream's version."""
-        pk = Workload._meta.pk
-        assert pk is not None  # noqa: S101 (every model has one)
         with connection.cursor() as cursor:
-            cursor.executemany(
-                sql,
-                [
-                    (
-                        *values(e),
-                        e.version,
-                        pk.get_db_prep_value(uuid.UUID(e.stream_id), connection),
-                    )
-                    for e in run
-                ],
-            )
+            cursor.executemany(sql, [(*values(e), e.version, _uuid(e.stream_id)) for e in run])
 
     @handles(ev.PriorityClassDefined)
     def priority_class_defined(self, event: RecordedEvent) -> None:
@@ -257,19 +246,32 @@ _GRANTED_SQL = (
 
 
 # As the handlers ``provisioning`` and ``running``, in one statement each.
+def _uuid(value: str) -> Any:
+    """An id as this database's UUID column takes it (PostgreSQL's uuid, SQLite's hex)."""
+    return UUID_FIELD.get_db_prep_value(uuid.UUID(value), connection)
+
+
+def _time(value: str) -> Any:
+    """An event's time as this database's datetime column takes it."""
+    return TIME_FIELD.get_db_prep_value(parse_datetime(value), connection)
+
+
+UUID_FIELD = models.UUIDField()
+TIME_FIELD = models.DateTimeField()
+# Portable SQL: the values come prepared for the database (``_uuid``, ``_time``), no casts.
 _PROVISIONING_SQL = (
     "UPDATE scheduler_workload SET"  # noqa: S608
-    " status = CASE WHEN allocation_id = %s::uuid"
+    " status = CASE WHEN allocation_id = %s"
     f" AND status = '{WorkloadStatus.SCHEDULED}' THEN '{WorkloadStatus.PROVISIONING}'"
     " ELSE status END, version = %s WHERE id = %s"
 )
 _STARTABLE_SQL = f"('{WorkloadStatus.SCHEDULED}', '{WorkloadStatus.PROVISIONING}')"
 _RUNNING_SQL = (
     "UPDATE scheduler_workload SET"  # noqa: S608
-    f" status = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
+    f" status = CASE WHEN allocation_id = %s AND status IN {_STARTABLE_SQL}"
     f" THEN '{WorkloadStatus.RUNNING}' ELSE status END,"
-    f" started_at = CASE WHEN allocation_id = %s::uuid AND status IN {_STARTABLE_SQL}"
-    " THEN %s::timestamptz ELSE started_at END,"
+    f" started_at = CASE WHEN allocation_id = %s AND status IN {_STARTABLE_SQL}"
+    " THEN %s ELSE started_at END,"
     " version = %s WHERE id = %s"
 )
 
