@@ -1,0 +1,127 @@
+"""Runtimes learned from history, for start-time forecasts: how long a workload will really
+run, given what it asked for and how long alike work ran before.
+
+Where the figures come from, first that applies:
+
+1. The workload gave a runtime estimate: the estimate times how the project's estimates
+   compared with their runs (the median, 10th and 90th percentile of run / estimate), from
+   at least ``min_samples`` runs that had an estimate; else the fleet's ratios; else
+   ``ESTIMATE_RATIOS`` (users overestimate: half the estimate expected, a fifth to all of it).
+2. No estimate: the runs of its array (any number), else of its project and shape, else its
+   project, else the fleet (each with at least ``min_samples`` runs): their median, 10th and
+   90th percentile.
+3. No history at all: ``DEFAULT`` (1 h, from 10 min to 8 h).
+
+A run's duration counts from its start to its end, when it ended by itself (succeeded or
+failed), not when it was preempted or cancelled. A workload's ``max_runtime_s`` caps all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scheduler.engine.forecast import Basis, Runtime
+
+DEFAULT = Runtime(expected_s=3600.0, low_s=600.0, high_s=8 * 3600.0, basis=Basis.DEFAULT_RUNTIMES)
+ESTIMATE_RATIOS = (0.5, 0.2, 1.0)  # run / estimate: expected, 10th, 90th percentile
+
+
+@dataclass(frozen=True, slots=True)
+class RunSample:
+    """One finished run: whose, of what shape, in which array, its estimate and duration."""
+
+    project: str
+    shape: tuple[int, ...]
+    duration_s: float
+    estimate_s: float | None = None
+    array: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The median, 10th and 90th percentile of some samples."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        ordered = sorted(values)
+        return cls(_quantile(ordered, 0.5), _quantile(ordered, 0.1), _quantile(ordered, 0.9))
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    rank = (len(ordered) - 1) * q
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+class RuntimeBook:
+    """What history says of runtimes, keyed as the rules above read it."""
+
+    def __init__(self, samples: Iterable[RunSample], *, min_samples: int = 3) -> None:
+        self.min_samples = min_samples
+        durations: dict[tuple[object, ...], list[float]] = {}
+        ratios: dict[tuple[object, ...], list[float]] = {}
+        for sample in samples:
+            keys: list[tuple[object, ...]] = [
+                ("project", sample.project, sample.shape),
+                ("project", sample.project),
+                ("fleet",),
+            ]
+            if sample.array:
+                keys.append(("array", sample.array))
+            for key in keys:
+                durations.setdefault(key, []).append(sample.duration_s)
+            if sample.estimate_s:
+                for key in (("project", sample.project), ("fleet",)):
+                    ratios.setdefault(key, []).append(sample.duration_s / sample.estimate_s)
+        self._durations = {key: Spread.of(values) for key, values in durations.items()}
+        self._counts = {key: len(values) for key, values in durations.items()}
+        self._ratios = {
+            key: Spread.of(values) for key, values in ratios.items() if len(values) >= min_samples
+        }
+
+    def runtime(
+        self,
+        project: str,
+        shape: tuple[int, ...],
+        estimate_s: float | None,
+        *,
+        array: str | None = None,
+        max_runtime_s: float | None = None,
+    ) -> Runtime:
+        """The runtime of a workload of ``project`` and ``shape`` (see the module's rules)."""
+        if estimate_s:
+            known = self._ratios.get(("project", project)) or self._ratios.get(("fleet",))
+            median, low, high = (known.median, known.low, known.high) if known else ESTIMATE_RATIOS
+            runtime = Runtime(
+                estimate_s * median, estimate_s * low, estimate_s * high, Basis.RUNTIME_ESTIMATES
+            )
+        else:
+            runtime = self._learned(project, shape, array)
+        if max_runtime_s:
+            runtime = Runtime(
+                min(runtime.expected_s, max_runtime_s),
+                min(runtime.low_s, max_runtime_s),
+                min(runtime.high_s, max_runtime_s),
+                runtime.basis,
+            )
+        return runtime
+
+    def _learned(self, project: str, shape: tuple[int, ...], array: str | None) -> Runtime:
+        candidates: list[tuple[tuple[object, ...], int]] = [
+            (("project", project, shape), self.min_samples),
+            (("project", project), self.min_samples),
+            (("fleet",), self.min_samples),
+        ]
+        if array:
+            candidates.insert(0, (("array", array), 1))
+        for key, least in candidates:
+            if self._counts.get(key, 0) >= least:
+                spread = self._durations[key]
+                return Runtime(spread.median, spread.low, spread.high, Basis.LEARNED_RUNTIMES)
+        return DEFAULT
