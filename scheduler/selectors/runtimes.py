@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from scheduler.engine.forecast import Runtime, RuntimeOf
 from scheduler.engine.runtimes import RunSample, RuntimeBook
 from scheduler.models import Allocation, Workload
-from scheduler.snapshot import ClusterView
+from scheduler.snapshot import ClusterView, epoch
 
 # A run that ended by itself tells how long such work runs; one preempted, cancelled, lost
 # or stopped at its maximum runtime does not.
@@ -44,7 +44,7 @@ def runtime_book(cluster_id: uuid.UUID) -> RuntimeBook:
         RunSample(
             project=str(project),
             shape=(gpus, milli, nodes),
-            duration_s=max(0.0, (released - granted).total_seconds()),
+            duration_s=max(0.0, epoch(released) - epoch(granted)),
             estimate_s=estimate,
             array=str(array) if array else None,
         )
