@@ -101,9 +101,9 @@ def forecast(
     # The typical shapes of now, for every cycle ahead (the engine would learn them from what
     # waits, cycle by cycle); the queue in the engine's order of now, which aging keeps.
     policy = replace(policy, typical_shapes=_shapes(policy, pending))
-    hopeful = [r for r in ordered(pending, policy, now) if r.id not in never]
+    line = ordered(pending, policy, now)  # those that never fit stay in it, as in a cycle
     runs = {
-        scenario: _run_forward(snapshot, hopeful, policy, now, runtime_of, horizon, scenario)
+        scenario: _run_forward(snapshot, line, policy, now, runtime_of, horizon, scenario)
         for scenario in ("expected_s", "low_s", "high_s")
     }
     expected, low, high = runs["expected_s"], runs["low_s"], runs["high_s"]

@@ -1,0 +1,159 @@
+"""Start-time forecasts: the engine run forward, on hand-made cases and random scenarios."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+
+from scheduler.engine import Allocation, Node, Placement, Policy, Request, Snapshot, schedule
+from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
+from scheduler.engine.model import Reservation
+from scheduler.engine.runtimes import DEFAULT, ESTIMATE_RATIOS, RunSample, RuntimeBook
+from tests.strategies import NOW, SETTINGS, scenarios
+
+NODE = Node("n0", "h100", (0,) * 8, cpu_milli=64_000, memory_mib=262_144)
+
+
+def _running(workload: str, gpus: int, started_at: float) -> Allocation:
+    placement = Placement("n0", tuple(range(gpus)), 1000, 0, 0)
+    return Allocation(workload, "q", "h100", (placement,), started_at=started_at)
+
+
+def _exact(seconds: dict[str, float]):
+    return lambda workload: Runtime(
+        seconds[workload], seconds[workload], seconds[workload], Basis.LEARNED_RUNTIMES
+    )
+
+
+def test_a_workload_behind_one_that_ends_starts_when_it_ends() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW - 100),))
+    waiting = Request("next", "q", gpus_per_node=8)
+
+    estimates = forecast(snapshot, [waiting], Policy(), NOW, _exact({"busy": 1000, "next": 50}))
+
+    estimate = estimates["next"]
+    assert estimate.start == NOW + 900
+    assert estimate.earliest == estimate.latest == NOW + 900
+    assert Basis.LEARNED_RUNTIMES in estimate.basis
+
+
+def test_the_range_spans_the_runtimes_percentiles() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW),))
+    waiting = Request("next", "q", gpus_per_node=8)
+    spread = Runtime(1000, 500, 3000, Basis.RUNTIME_ESTIMATES)
+
+    estimate = forecast(snapshot, [waiting], Policy(), NOW, lambda _: spread)["next"]
+
+    assert (estimate.earliest, estimate.start, estimate.latest) == (
+        NOW + 500,
+        NOW + 1000,
+        NOW + 3000,
+    )
+
+
+def test_work_that_fits_now_starts_now_and_the_line_after_it_waits_its_turn() -> None:
+    snapshot = Snapshot((NODE,))
+    first = Request("first", "q", gpus_per_node=8, submitted_at=NOW - 2)
+    second = Request("second", "q", gpus_per_node=8, submitted_at=NOW - 1)
+
+    estimates = forecast(
+        snapshot, [second, first], Policy(), NOW, _exact({"first": 600, "second": 1})
+    )
+
+    assert estimates["first"].start == NOW and estimates["first"].basis == (Basis.NOW,)
+    assert estimates["second"].start == NOW + 600
+
+
+def test_work_no_node_could_ever_hold_says_so() -> None:
+    snapshot = Snapshot((NODE,))
+    too_big = Request("too-big", "q", gpus_per_node=8, nodes=2)
+    wrong_model = Request("wrong-model", "q", gpu_models=("a100",))
+
+    estimates = forecast(snapshot, [too_big, wrong_model], Policy(), NOW, lambda _: DEFAULT)
+
+    for workload in ("too-big", "wrong-model"):
+        assert estimates[workload].start is None
+        assert estimates[workload].basis == (Basis.NEVER,)
+
+
+def test_work_beyond_the_horizon_has_no_time() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW),))
+    waiting = Request("next", "q", gpus_per_node=8)
+
+    estimate = forecast(
+        snapshot, [waiting], Policy(), NOW, _exact({"busy": 7200, "next": 1}), Horizon(max_s=3600)
+    )["next"]
+
+    assert estimate.start is None and Basis.BEYOND_HORIZON in estimate.basis
+
+
+def test_a_reservation_closing_is_an_instant_of_the_forecast() -> None:
+    """Work that would still run when another queue's window opens waits until it closes."""
+    window = Reservation("r", "owner", "h100", 8, starts_at=NOW + 300, ends_at=NOW + 5000)
+    policy = Policy(reservations=(window,))
+    waiting = Request("long", "q", gpus_per_node=8, runtime_estimate_s=3600)
+
+    estimate = forecast(Snapshot((NODE,)), [waiting], policy, NOW, lambda _: DEFAULT)["long"]
+
+    assert estimate.start == NOW + 5000
+    assert Basis.RESERVATION in estimate.basis
+
+
+@SETTINGS
+@given(scenarios())
+def test_the_forecasts_first_instant_is_the_engines_cycle(
+    scenario: tuple[Snapshot, list[Request], Policy],
+) -> None:
+    """What a cycle grants now is forecast to start now, and nothing else is; every estimate
+    lies in its range and none is before now."""
+    snapshot, pending, policy = scenario
+    shaped = (
+        replace(policy, typical_shapes=_typical(pending)) if not policy.typical_shapes else policy
+    )
+    granted = {a.workload for a in schedule(snapshot, pending, shaped, NOW).allocations}
+
+    estimates = forecast(snapshot, pending, policy, NOW, lambda _: Runtime(600, 300, 1800))
+
+    assert set(estimates) == {r.id for r in pending}
+    assert {w for w, e in estimates.items() if e.start == NOW} == granted
+    for estimate in estimates.values():
+        if estimate.start is not None:
+            assert estimate.start >= NOW
+            assert estimate.earliest is not None and estimate.earliest <= estimate.start
+            assert estimate.latest is None or estimate.start <= estimate.latest
+        else:
+            assert Basis.NEVER in estimate.basis or Basis.BEYOND_HORIZON in estimate.basis
+
+
+def _typical(pending: list[Request]) -> dict[tuple[int, ...], float]:
+    counts: dict[tuple[int, ...], float] = {}
+    for request in pending:
+        counts[request.shape] = counts.get(request.shape, 0.0) + 1.0
+    return counts
+
+
+def test_runtimes_come_from_the_closest_history_there_is() -> None:
+    samples = [RunSample("p", (1, 1000, 1), d) for d in (100.0, 200.0, 300.0)]
+    samples += [RunSample("p", (8, 1000, 1), d) for d in (5000.0, 6000.0, 7000.0)]
+    samples += [RunSample("other", (1, 1000, 1), 10.0, array="a1")]
+    book = RuntimeBook(samples)
+
+    by_shape = book.runtime("p", (8, 1000, 1), None)
+    assert (by_shape.expected_s, by_shape.basis) == (6000.0, Basis.LEARNED_RUNTIMES)
+    assert by_shape.low_s < by_shape.expected_s < by_shape.high_s
+    assert book.runtime("p", (2, 1000, 1), None).expected_s == 2650.0  # the project's median
+    assert book.runtime("other", (1, 1000, 1), None, array="a1").expected_s == 10.0  # its array
+    assert book.runtime("new", (4, 1000, 1), None).expected_s == 300.0  # the fleet's median
+    assert RuntimeBook([]).runtime("new", (1, 1000, 1), None) == DEFAULT
+    assert book.runtime("p", (8, 1000, 1), None, max_runtime_s=5500).high_s == 5500
+
+
+def test_an_estimate_is_corrected_by_how_the_projects_estimates_compared_with_runs() -> None:
+    samples = [RunSample("p", (1, 1000, 1), d, estimate_s=1000.0) for d in (250.0, 250.0, 250.0)]
+    book = RuntimeBook(samples)
+
+    corrected = book.runtime("p", (1, 1000, 1), 4000.0)
+    assert (corrected.expected_s, corrected.basis) == (1000.0, Basis.RUNTIME_ESTIMATES)
+    untaught = RuntimeBook([]).runtime("p", (1, 1000, 1), 4000.0)
+    assert untaught.expected_s == 4000.0 * ESTIMATE_RATIOS[0]
