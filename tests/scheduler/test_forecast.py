@@ -61,7 +61,8 @@ def test_work_that_fits_now_starts_now_and_the_line_after_it_waits_its_turn() ->
         snapshot, [second, first], Policy(), NOW, _exact({"first": 600, "second": 1})
     )
 
-    assert estimates["first"].start == NOW and estimates["first"].basis == (Basis.NOW,)
+    assert estimates["first"].start == NOW
+    assert estimates["first"].basis == (Basis.NOW,)
     assert estimates["second"].start == NOW + 600
 
 
@@ -85,7 +86,8 @@ def test_work_beyond_the_horizon_has_no_time() -> None:
         snapshot, [waiting], Policy(), NOW, _exact({"busy": 7200, "next": 1}), Horizon(max_s=3600)
     )["next"]
 
-    assert estimate.start is None and Basis.BEYOND_HORIZON in estimate.basis
+    assert estimate.start is None
+    assert Basis.BEYOND_HORIZON in estimate.basis
 
 
 def test_a_reservation_closing_is_an_instant_of_the_forecast() -> None:
@@ -120,7 +122,8 @@ def test_the_forecasts_first_instant_is_the_engines_cycle(
     for estimate in estimates.values():
         if estimate.start is not None:
             assert estimate.start >= NOW
-            assert estimate.earliest is not None and estimate.earliest <= estimate.start
+            assert estimate.earliest is not None
+            assert estimate.earliest <= estimate.start
             assert estimate.latest is None or estimate.start <= estimate.latest
         else:
             assert Basis.NEVER in estimate.basis or Basis.BEYOND_HORIZON in estimate.basis
