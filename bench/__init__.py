@@ -8,6 +8,7 @@ SUITE_MODULES = (
     "api",
     "e2e",
     "eventstore",
+    "estimates",
     "execution",
     "invoicing",
     "kueue_engine",

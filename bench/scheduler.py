@@ -182,12 +182,13 @@ def _running(fleet: tuple[Node, ...], rng: random.Random) -> tuple[Allocation, .
     return tuple(allocations)
 
 
-def scenario(scale: float) -> tuple[Snapshot, list[Request], Policy]:
+def scenario(scale: float, pending_count: int = PENDING) -> tuple[Snapshot, list[Request], Policy]:
     """The seeded cluster, its running work, the pending workloads and the policy."""
     rng = random.Random(SEED)  # noqa: S311 -- a reproducible scenario, not a secret
     fleet = _fleet(max(8, round(NODES * scale)), rng)
     running = _running(fleet, rng)
-    pending = [_request(f"w{i:05d}", rng) for i in range(max(20, round(PENDING * scale)))]
+    count = max(20, round(pending_count * scale))
+    pending = [_request(f"w{i:05d}", rng) for i in range(count)]
     return Snapshot(fleet, running), pending, _policy(fleet)
 
 
