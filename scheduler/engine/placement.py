@@ -211,6 +211,12 @@ def place(
     for the cycle), then the first of its nodes by name with the CPU and memory wins it."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
+    if (
+        request.gpu_milli == WHOLE
+        and capacity.free_gpus_of(None if model is None else (model,))
+        < request.gpus_per_node * request.least_nodes
+    ):
+        return None  # not enough whole GPUs free on all its nodes together: none fits
     if any(len(shape) > 3 for shape in shapes):
         return _place_cpu_aware(capacity, request, model, shapes)
     choices = _choices(capacity, request, shapes)
