@@ -250,3 +250,18 @@ def test_once_work_starts_the_error_of_its_estimates_is_observed_and_the_row_goe
     total = _metric("neocloud_start_estimate_error_seconds_sum", cluster_id=cluster, kind="latest")
     assert total == pytest.approx(error, abs=1.0)
     assert error > HOUR / 2 - 60  # it started at once, not in half an hour
+
+
+def test_the_schema_documents_the_estimate_fields(client: Client) -> None:
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    fields = schema["components"]["schemas"]["Workload"]["properties"]
+    basis = schema["components"]["schemas"]["EstimateBasisEnum"]["enum"]
+
+    assert fields["estimated_start"]["format"] == "date-time"
+    assert fields["estimated_start"]["nullable"] is True
+    assert fields["estimated_start_range"]["allOf"] == [
+        {"$ref": "#/components/schemas/EstimateRange"}
+    ]
+    assert fields["estimate_basis"]["type"] == "array"
+    assert {"never", "now", "runtime_estimates", "learned_runtimes", "quota"} <= set(basis)
+    assert "estimate_message" in fields
