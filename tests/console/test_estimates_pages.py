@@ -4,7 +4,6 @@ words for durations."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,19 +15,12 @@ from inventory import services as inventory
 from inventory.lifecycle import NodeAction
 from scheduler import services
 from scheduler.models import Workload, WorkloadEstimate
-from tenants.models import Project
 from tests.builders import run
 from tests.console.conftest import Member
-from tests.scheduler.conftest import job, ready_fleet
+from tests.scheduler.conftest import ready_fleet, submitted
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-
-
-def _submit(project: Project, name: str, **fields: Any) -> Workload:
-    spec = dataclasses.replace(job(name, **fields), gpu_models=("h100",))
-    workload: Workload = run(services.workload_submit, project=project, spec=spec)
-    return Workload.objects.get(pk=workload.pk)
 
 
 def _client(member: Member) -> Client:
@@ -48,8 +40,8 @@ def test_a_waiting_workload_shows_when_it_starts_in_the_list_and_on_its_page(
     member: Member, in_process: None
 ) -> None:
     fleet = ready_fleet(nodes=1, gpus=8)
-    _submit(member.project, "blocker", gpus=8, runtime_estimate_s=2 * 3600)
-    waiting = _submit(member.project, "waiting", gpus=8, runtime_estimate_s=600)
+    submitted(member.project, "blocker", gpus=8, runtime_estimate_s=2 * 3600)
+    waiting = submitted(member.project, "waiting", gpus=8, runtime_estimate_s=600)
     services.workload_estimates_refresh(cluster_id=fleet.cluster.pk)
 
     listed = _page(member, "/workloads")
@@ -68,7 +60,7 @@ def test_a_workload_nothing_could_hold_says_it_can_never_start(
 ) -> None:
     fleet = ready_fleet(nodes=2, gpus=8)
     run(inventory.node_transition, node=fleet.nodes[0], action=NodeAction.CORDON)
-    never = _submit(member.project, "never", gpus=8, nodes=2)
+    never = submitted(member.project, "never", gpus=8, nodes=2)
     services.workload_estimates_refresh(cluster_id=fleet.cluster.pk)
 
     body = _page(member, f"/workloads/{never.pk}")
@@ -82,15 +74,15 @@ def test_the_list_reads_estimates_in_one_query_however_many_rows(
     member: Member, in_process: None, django_assert_max_num_queries: Any
 ) -> None:
     fleet = ready_fleet(nodes=1, gpus=8)
-    _submit(member.project, "blocker", gpus=8, runtime_estimate_s=3600)
-    _submit(member.project, "w0", gpus=8)
+    submitted(member.project, "blocker", gpus=8, runtime_estimate_s=3600)
+    submitted(member.project, "w0", gpus=8)
     services.workload_estimates_refresh(cluster_id=fleet.cluster.pk)
     client = _client(member)
     _page(client, "/workloads")  # the session's first use
     with django_assert_max_num_queries(9):
         few = _page(client, "/workloads")
     for i in range(1, 20):
-        _submit(member.project, f"w{i}", gpus=8)
+        submitted(member.project, f"w{i}", gpus=8)
     services.workload_estimates_refresh(cluster_id=fleet.cluster.pk)
     with django_assert_max_num_queries(9):
         many = _page(client, "/workloads")

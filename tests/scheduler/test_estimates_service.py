@@ -5,6 +5,7 @@ asked for at most once per interval, the error metric once work starts, and the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from unittest import mock
@@ -15,25 +16,36 @@ from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
-from prometheus_client.parser import text_string_to_metric_families
 
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction
 from scheduler import services, tasks
 from scheduler.models import Allocation, Workload, WorkloadEstimate
 from scheduler.services.estimates import LOCK_CLASS
-from tenants.models import Project
 from tests.builders import Builder, client_with_key, run
-from tests.scheduler.conftest import Tenant, job, ready_fleet
+from tests.monitoring.conftest import metric_value
+from tests.scheduler.conftest import Tenant, ready_fleet, submitted
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 HOUR = 3600.0
 COUNT = "neocloud_start_estimate_error_seconds_count"
 
 
-def _submit(project: Project, name: str = "train", **fields: Any) -> Workload:
-    workload: Workload = run(services.workload_submit, project=project, spec=job(name, **fields))
-    return Workload.objects.get(pk=workload.pk)
+@dataclass
+class Line:
+    """A job holding the whole node for an hour (by its estimate), another waiting behind."""
+
+    running: Workload
+    waiting: Workload
+
+
+@pytest.fixture
+def line(tenant: Tenant, in_process: None) -> Line:
+    ready_fleet(nodes=1, gpus=8)
+    running = submitted(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
+    waiting = submitted(tenant.project, "waiting", gpus=8, runtime_estimate_s=HOUR)
+    assert (running.status, waiting.status) == ("running", "admitted")
+    return Line(running, waiting)
 
 
 def _client(build: Builder, tenant: Tenant) -> Any:
@@ -49,22 +61,10 @@ def _refresh(workload: Workload) -> services.EstimatesRefreshed:
     return refreshed
 
 
-def _metric(name: str, **labels: str) -> float:
-    body = Client().get("/metrics").content.decode()
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
 def test_work_behind_a_running_job_is_expected_when_that_job_ends(
-    build: Builder, tenant: Tenant, in_process: None
+    build: Builder, tenant: Tenant, line: Line
 ) -> None:
-    ready_fleet(nodes=1, gpus=8)
-    running = _submit(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
-    waiting = _submit(tenant.project, "waiting", gpus=8, runtime_estimate_s=HOUR)
-    assert (running.status, waiting.status) == ("running", "admitted")
+    running, waiting = line.running, line.waiting
 
     refreshed = _refresh(waiting)
 
@@ -105,7 +105,7 @@ def test_work_no_node_could_ever_hold_says_so_instead_of_a_time(
     fleet = ready_fleet(nodes=2, gpus=8)
     # Cordoned, a node takes no work until an operator says so: a gang of both waits for it.
     run(inventory.node_transition, node=fleet.nodes[0], action=NodeAction.CORDON)
-    too_big = _submit(tenant.project, "too-big", gpus=8, nodes=2)
+    too_big = submitted(tenant.project, "too-big", gpus=8, nodes=2)
 
     _refresh(too_big)
 
@@ -122,11 +122,11 @@ def test_a_tenant_never_sees_another_tenants_estimates(
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     ready_fleet(nodes=1, gpus=8)
-    _submit(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
-    theirs = _submit(tenant.project, "theirs", gpus=8)
+    submitted(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
+    theirs = submitted(tenant.project, "theirs", gpus=8)
     other_org = build.organization("Globex")
     other = Tenant(other_org, build.project(other_org, "Research"))
-    mine = _submit(other.project, "mine", gpus=8)
+    mine = submitted(other.project, "mine", gpus=8)
     _refresh(mine)
     assert WorkloadEstimate.objects.filter(workload_id__in=[theirs.pk, mine.pk]).count() == 2
 
@@ -145,11 +145,11 @@ def test_a_page_of_workloads_reads_estimates_without_a_query_per_row(
 ) -> None:
     ready_fleet(nodes=1, gpus=8)
     small = build.project(tenant.organization, "Small")
-    _submit(tenant.project, "running", gpus=4, runtime_estimate_s=HOUR)
-    _submit(small, "s-running", gpus=4, runtime_estimate_s=HOUR)
-    _submit(small, "s-wait", gpus=8)
+    submitted(tenant.project, "running", gpus=4, runtime_estimate_s=HOUR)
+    submitted(small, "s-running", gpus=4, runtime_estimate_s=HOUR)
+    submitted(small, "s-wait", gpus=8)
     for i in range(8):
-        last = _submit(tenant.project, f"wait{i}", gpus=8, runtime_estimate_s=HOUR)
+        last = submitted(tenant.project, f"wait{i}", gpus=8, runtime_estimate_s=HOUR)
     _refresh(last)
     client = _client(build, tenant)
     client.get("/api/v1/workloads", {"project": str(small.pk)})  # the key's first use
@@ -166,10 +166,8 @@ def test_a_page_of_workloads_reads_estimates_without_a_query_per_row(
     assert counts["Small"] == counts[tenant.project.name], counts
 
 
-def test_a_refresh_while_another_runs_does_nothing(tenant: Tenant, in_process: None) -> None:
-    ready_fleet(nodes=1, gpus=8)
-    _submit(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
-    waiting = _submit(tenant.project, "waiting", gpus=8)
+def test_a_refresh_while_another_runs_does_nothing(line: Line) -> None:
+    waiting = line.waiting
     # Another process's refresh of this cluster: its session holds the lock.
     key = int.from_bytes(waiting.cluster_id.bytes[:4], "big", signed=True)
     settings = connection.settings_dict
@@ -204,16 +202,12 @@ def test_estimates_are_asked_for_at_most_once_per_interval(
     delay.assert_called_once_with(str(fleet.cluster.pk))
 
 
-def test_a_cycle_task_asks_for_estimates_and_the_tick_does_in_process(
-    tenant: Tenant, in_process: None
-) -> None:
-    fleet = ready_fleet(nodes=1, gpus=8)
-    _submit(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
-    waiting = _submit(tenant.project, "waiting", gpus=8)
+def test_a_cycle_task_asks_for_estimates_and_the_tick_does_in_process(line: Line) -> None:
+    waiting = line.waiting
     cache.clear()
     with mock.patch.object(tasks, "estimates_dispatch") as dispatch:
-        tasks.schedule_cluster(str(fleet.cluster.pk))
-    dispatch.assert_called_once_with(fleet.cluster.pk)
+        tasks.schedule_cluster(str(waiting.cluster_id))
+    dispatch.assert_called_once_with(waiting.cluster_id)
 
     tasks.tick()  # in process: after its cycles, the estimates themselves
 
@@ -221,18 +215,17 @@ def test_a_cycle_task_asks_for_estimates_and_the_tick_does_in_process(
 
 
 def test_once_work_starts_the_error_of_its_estimates_is_observed_and_the_row_goes(
-    build: Builder, tenant: Tenant, in_process: None
+    tenant: Tenant, line: Line
 ) -> None:
-    ready_fleet(nodes=1, gpus=8)
-    running = _submit(tenant.project, "running", gpus=8, runtime_estimate_s=HOUR)
-    waiting = _submit(tenant.project, "waiting", gpus=8, runtime_estimate_s=HOUR)
-    cancelled = _submit(tenant.project, "cancelled", gpus=8)
+    running, waiting = line.running, line.waiting
+    cancelled = submitted(tenant.project, "cancelled", gpus=8)
     _refresh(waiting)
     estimate = WorkloadEstimate.objects.get(workload_id=waiting.pk)
     assert estimate.estimated_start is not None
     cluster = str(waiting.cluster_id)
     before = {
-        kind: _metric(COUNT, cluster_id=cluster, kind=kind) for kind in ("at_submission", "latest")
+        kind: metric_value(COUNT, cluster_id=cluster, kind=kind)
+        for kind in ("at_submission", "latest")
     }
     run(services.workload_cancel, workload=cancelled, reason="")
     run(services.workload_cancel, workload=running, reason="")  # the waiting one starts now
@@ -245,9 +238,11 @@ def test_once_work_starts_the_error_of_its_estimates_is_observed_and_the_row_goe
     assert (refreshed.observed, refreshed.dropped) == (1, 1)
     assert not WorkloadEstimate.objects.exists()
     for kind in ("at_submission", "latest"):
-        count = _metric(COUNT, cluster_id=cluster, kind=kind)
+        count = metric_value(COUNT, cluster_id=cluster, kind=kind)
         assert count == before[kind] + 1, kind
-    total = _metric("neocloud_start_estimate_error_seconds_sum", cluster_id=cluster, kind="latest")
+    total = metric_value(
+        "neocloud_start_estimate_error_seconds_sum", cluster_id=cluster, kind="latest"
+    )
     assert total == pytest.approx(error, abs=1.0)
     assert error > HOUR / 2 - 60  # it started at once, not in half an hour
 
