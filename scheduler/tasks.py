@@ -181,22 +181,24 @@ def run_stop(workload_id: str, allocation_id: str) -> None:
 @shared_task(name="scheduler.tick", ignore_result=True)
 def tick() -> None:
     """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of
-    every cluster, and runs started again or checked where nobody else will (in process, the
-    estimates after the cycles); and once per ``FRAGMENTATION_SAMPLE_S``, the fleet's
-    fragmentation sampled for the operators."""
+    every cluster, and runs started again or checked where nobody else will; once per
+    ``FRAGMENTATION_SAMPLE_S``, the fleet's fragmentation sampled for the operators; in
+    process, the start-time estimates after all that."""
     to_start, overdue = runs.runs_reconcile()
     if to_start:
         runs_start.delay([(str(w), str(a)) for w, a in to_start])
     if overdue:
         runs.runs_check(overdue)
+    clusters = list(Cluster.objects.values_list("id", flat=True))
     if _eager():
         triggers.cycle_request_all()
-        for cluster_id in Cluster.objects.values_list("id", flat=True):
-            estimates_dispatch(cluster_id)
     else:
         # Past the debounce and the holder's queue: if the holder died, whoever takes this
         # cycle forwards it and takes the lease over when it expires.
-        for cluster_id in Cluster.objects.values_list("id", flat=True):
+        for cluster_id in clusters:
             schedule_cluster.delay(str(cluster_id))
     with transaction.atomic():
         services.fragmentation_sample(now=timezone.now())
+    if _eager():  # last: derived data, the rest of the tick does not wait for it
+        for cluster_id in clusters:
+            estimates_dispatch(cluster_id)
