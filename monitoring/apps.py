@@ -18,6 +18,7 @@ class MonitoringConfig(AppConfig):
         from scheduler import hooks as scheduler
 
         scheduler.cycle_finished.register(instruments.cycle_finished)
+        scheduler.start_estimate_checked.register(instruments.start_estimate_checked)
         inventory.provisioning_step_finished.register(instruments.provisioning_step_finished)
         billing.stripe_called.register(instruments.stripe_called)
         billing.webhook_received.register(instruments.webhook_received)

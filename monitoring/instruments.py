@@ -82,6 +82,17 @@ webhooks = Counter(
     registry=LOCAL,
 )
 
+# How far off a start-time estimate was: seconds to a day.
+ESTIMATE_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
+start_estimate_error = Histogram(
+    "neocloud_start_estimate_error_seconds",
+    "|estimated - actual start| of workloads that waited, once they started, by cluster id and"
+    " kind (at_submission: the first estimate of the wait; latest: the last before the start).",
+    ["cluster_id", "kind"],
+    buckets=ESTIMATE_BUCKETS,
+    registry=LOCAL,
+)
+
 STEP_FAILURES = frozenset({"retrying", "failed"})
 
 
@@ -100,6 +111,10 @@ def cycle_finished(
     cycle_duration.labels(cluster).observe(seconds)
     cycle_decisions.labels(cluster, "granted").inc(granted)
     cycle_decisions.labels(cluster, "preempted").inc(preempted)
+
+
+def start_estimate_checked(cluster_id: uuid.UUID, kind: str, error_s: float) -> None:
+    start_estimate_error.labels(str(cluster_id), kind).observe(error_s)
 
 
 def provisioning_step_finished(phase: str, step: str, status: str, seconds: float) -> None:

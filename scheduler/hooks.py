@@ -20,6 +20,9 @@ that depend on the scheduler (orders, billing, metering) register here in their
 - ``cycle_finished`` (``call_all``): a cycle that decided, told how it went (cluster id, seconds
   it took, allocations granted, workloads preempted, workloads left waiting); monitoring
   registers it. It runs on the scheduler's path: an answer must be cheap and never raise.
+- ``start_estimate_checked`` (``on_commit``): a workload that waited started; how far off its
+  start-time estimates were (cluster id, ``"at_submission"`` or ``"latest"``, seconds).
+  Monitoring registers it.
 
 A hook function that fails on commit is lost: its app reconciles periodically.
 """
@@ -49,3 +52,7 @@ workload_ended: Hook[[Workload], None] = Hook("scheduler.workload_ended")
 reservation_ended: Hook[[Reservation, str], None] = Hook("scheduler.reservation_ended")
 # (cluster id, seconds, granted, preempted, waiting)
 cycle_finished: Hook[[uuid.UUID, float, int, int, int], None] = Hook("scheduler.cycle_finished")
+# (cluster id, kind of estimate, |estimated - actual start| in seconds)
+start_estimate_checked: Hook[[uuid.UUID, str, float], None] = Hook(
+    "scheduler.start_estimate_checked"
+)

@@ -214,6 +214,29 @@ class WorkloadWait(models.Model):
         return f"{self.workload_id}: {self.code}"
 
 
+class WorkloadEstimate(models.Model):
+    """When a waiting workload is expected to start, as the last forecast of its cluster said
+    (``services.estimates``). Derived data, not events: rebuilt by the estimates task from the
+    cluster's state, never replayed; a row goes once its workload started (its errors are
+    then observed) or stopped waiting.
+
+    ``first_*`` is the first estimate of this wait (made within one estimate interval of the
+    submission, or of a preemption that put it back in line), kept for the error metric."""
+
+    workload_id = models.UUIDField(primary_key=True)
+    cluster_id = models.UUIDField(db_index=True)
+    estimated_start = models.DateTimeField(null=True)  # None: never, or beyond the horizon
+    earliest = models.DateTimeField(null=True)
+    latest = models.DateTimeField(null=True)
+    basis = models.JSONField(default=list)  # ``engine.forecast.Basis`` codes
+    computed_at = models.DateTimeField()
+    first_estimated_start = models.DateTimeField(null=True)
+    first_computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.estimated_start}"
+
+
 class FragmentationSample(models.Model):
     """Telemetry, not an event: what one shape could do on one GPU model of a cluster at
     ``at`` (the start of a sampling interval), for the operators' chart. Nothing replays it;

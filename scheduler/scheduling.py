@@ -35,7 +35,7 @@ from events.errors import StreamConflict
 from events.store import Metadata, RecordedEvent
 from events.types import DomainEvent
 from inventory import events as fleet
-from neocloud.core.transactions import row_lock
+from neocloud.core.transactions import row_lock, session_try_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
 from scheduler.engine.cycle import Scheduler
@@ -298,21 +298,10 @@ def _serialised(cluster_id: uuid.UUID) -> Iterator[None]:
     caller asks again after the running cycle, which may have read the log too early."""
     with _locks_guard:
         lock = _locks.setdefault(cluster_id, threading.Lock())
-    with lock:
-        if connection.vendor != "postgresql":
-            yield
-            return
-        key = [LOCK_CLASS, int.from_bytes(cluster_id.bytes[:4], "big", signed=True)]
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
-            row = cursor.fetchone()
-        if not (row and row[0]):
+    with lock, session_try_lock(LOCK_CLASS, cluster_id) as taken:
+        if not taken:
             raise Busy(str(cluster_id))
-        try:
-            yield
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+        yield
 
 
 def cycle_run(cluster_id: uuid.UUID, holder: str | None = None) -> CycleResult:

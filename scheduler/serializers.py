@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -25,8 +26,9 @@ from neocloud.api.fields import (
 from neocloud.core.errors import ValidationFailed
 from scheduler import hooks
 from scheduler.engine import Topology
+from scheduler.engine.forecast import Basis
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from scheduler.selectors import WorkloadState
+from scheduler.selectors import WorkloadState, estimate_message
 from scheduler.specs import (
     MAX_ARG_BYTES,
     MAX_ARGS,
@@ -86,6 +88,21 @@ class UtilisationSerializer(serializers.Serializer):  # type: ignore[type-arg]
     telemetry_at = serializers.DateTimeField(help_text="The oldest of their last reports.")
 
 
+def _moment(at: datetime | None) -> str | None:
+    """A time as the API writes times."""
+    return None if at is None else serializers.DateTimeField().to_representation(at)
+
+
+class EstimateRangeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    earliest = serializers.DateTimeField(
+        allow_null=True, help_text="If the work ahead runs as short as it often does (10 %)."
+    )
+    latest = serializers.DateTimeField(
+        allow_null=True,
+        help_text="If it runs as long as it often does (90 %); null: beyond the horizon.",
+    )
+
+
 # A workload with its state beside its row, given in the context as ``states``
 # (``selectors.workload_states`` of the workloads shown). No docstring: it would be the schema's.
 class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -93,6 +110,11 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     pending_reason = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
     utilisation = serializers.SerializerMethodField()
+    estimated_start = serializers.SerializerMethodField()
+    estimated_start_range = serializers.SerializerMethodField()
+    estimate_basis = serializers.SerializerMethodField()
+    estimate_message = serializers.SerializerMethodField()
+    estimated_at = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -141,6 +163,11 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "pending_reason",
             "queue_position",
             "utilisation",
+            "estimated_start",
+            "estimated_start_range",
+            "estimate_basis",
+            "estimate_message",
+            "estimated_at",
         ]
 
     def _state(self, workload: Workload) -> WorkloadState:
@@ -168,6 +195,50 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         reported, and when it does not run)."""
         utilisation = self._state(workload).utilisation
         return dict(UtilisationSerializer(utilisation).data) if utilisation else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start(self, workload: Workload) -> str | None:
+        """While it waits: when it is expected to start, by the engine run forward from its
+        cluster's state (every few seconds, off the scheduling path). Null before the first
+        estimate, when it does not wait, and when it can never start (basis ``never``) or
+        does not start within the forecast's horizon (``beyond_horizon``)."""
+        estimate = self._state(workload).estimate
+        return _moment(estimate.estimated_start) if estimate else None
+
+    @extend_schema_field(EstimateRangeSerializer(allow_null=True))
+    def get_estimated_start_range(self, workload: Workload) -> dict[str, Any] | None:
+        """The range of ``estimated_start``: the work ahead running short (10th percentile
+        of its runtimes) and long (90th)."""
+        estimate = self._state(workload).estimate
+        if estimate is None or estimate.estimated_start is None:
+            return None
+        return dict(EstimateRangeSerializer(estimate).data)
+
+    @extend_schema_field(
+        serializers.ListField(
+            child=serializers.ChoiceField(choices=[b.value for b in Basis]), allow_null=True
+        )
+    )
+    def get_estimate_basis(self, workload: Workload) -> list[str] | None:
+        """What the estimate rests on: ``runtime_estimates`` (users' estimates of the work
+        ahead, corrected by history), ``learned_runtimes`` (runtimes learned from past runs
+        where none was given), ``default_runtimes`` (neither), ``reservation``,
+        ``head_of_line``, ``quota`` (what it waits for), ``now`` (it starts in the next
+        cycle), ``never`` (nothing in the cluster could ever hold it), ``beyond_horizon``."""
+        estimate = self._state(workload).estimate
+        return list(estimate.basis) if estimate else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_estimate_message(self, workload: Workload) -> str | None:
+        """The basis in a sentence; says so when it can never start."""
+        estimate = self._state(workload).estimate
+        return estimate_message(workload, estimate) if estimate else None
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_at(self, workload: Workload) -> str | None:
+        """When the estimate was made."""
+        estimate = self._state(workload).estimate
+        return _moment(estimate.computed_at) if estimate else None
 
 
 class ProgramFields(serializers.Serializer):  # type: ignore[type-arg]

@@ -123,10 +123,14 @@ class ClusterView:
     policy: Policy
 
 
+def snapshot_of(view: ClusterView) -> Snapshot:
+    """The view's nodes and what they hold: its running work and its faulty GPUs."""
+    return Snapshot(view.nodes, view.faults + tuple(a for _, a in view.running.values()))
+
+
 def engine_of(view: ClusterView) -> Scheduler:
     """The engine holding what the view has running, faulty GPUs included."""
-    running = view.faults + tuple(a for _, a in view.running.values())
-    return Scheduler(Snapshot(view.nodes, running), view.policy)
+    return Scheduler(snapshot_of(view), view.policy)
 
 
 def waiting_of(view: ClusterView) -> list[Request]:

@@ -11,6 +11,10 @@ the shared ones): the holder keeps the cluster's state in memory, the others wou
 Without ``REDIS_URL`` (the embedded default) tasks run in the calling process: a cycle runs
 right after the commit that asked for it, and runs are checked by the tick instead of by
 delayed tasks (eager tasks cannot wait).
+
+Start-time estimates (``estimate_cluster``) are asked for after a cluster's cycle, at most once
+per ``SCHEDULER_ESTIMATE_INTERVAL_S`` (a cache key); in process, by the tick after its cycles
+(a request that set off a cycle must not wait for a forecast).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import redis
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_shutting_down
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -32,6 +37,7 @@ from neocloud.core.transactions import RACES
 from scheduler import runs, scheduling, services, triggers
 
 DEBOUNCE_KEY = "neocloud:{database}:scheduler:cycle-asked:{cluster}"
+ESTIMATES_KEY = "neocloud:{database}:scheduler:estimates-asked:{cluster}"
 _redis: redis.Redis | None = None
 
 
@@ -89,12 +95,30 @@ def schedule_cluster(cluster_id: str, forwarded: bool = False) -> int:
     except scheduling.Busy:
         cycle_dispatch(cluster)  # another process of this worker is in a cycle: one after it
         return 0
+    if result.ran:
+        estimates_dispatch(cluster)
     if not result.ran and result.holder and not forwarded:
         schedule_cluster.apply_async((cluster_id, True), queue=f"scheduler.{result.holder}")
         schedule_cluster.apply_async(
             (cluster_id, True), countdown=scheduling.lease_remaining_s(cluster) + 0.1
         )
     return result.granted
+
+
+def estimates_dispatch(cluster_id: uuid.UUID) -> None:
+    """Estimates of the cluster now, unless they were asked for within the interval."""
+    database = settings.DATABASES["default"]["NAME"]
+    key = ESTIMATES_KEY.format(database=database, cluster=cluster_id)
+    if cache.add(key, 1, timeout=settings.SCHEDULER_ESTIMATE_INTERVAL_S):
+        estimate_cluster.delay(str(cluster_id))
+
+
+@shared_task(name="scheduler.estimate_cluster", ignore_result=True)
+def estimate_cluster(cluster_id: str) -> bool:
+    """Refresh the start-time estimates of the cluster's waiting work; False if another
+    refresh of it was under way (this one did nothing)."""
+    refreshed = services.workload_estimates_refresh(cluster_id=uuid.UUID(cluster_id))
+    return refreshed.ran
 
 
 RUNS_PER_TASK = 8  # grants of a cycle go out in tasks of this many: fewer commits, still spread
@@ -157,19 +181,24 @@ def run_stop(workload_id: str, allocation_id: str) -> None:
 @shared_task(name="scheduler.tick", ignore_result=True)
 def tick() -> None:
     """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of
-    every cluster, and runs started again or checked where nobody else will; and once per
-    ``FRAGMENTATION_SAMPLE_S``, the fleet's fragmentation sampled for the operators."""
+    every cluster, and runs started again or checked where nobody else will; once per
+    ``FRAGMENTATION_SAMPLE_S``, the fleet's fragmentation sampled for the operators; in
+    process, the start-time estimates after all that."""
     to_start, overdue = runs.runs_reconcile()
     if to_start:
         runs_start.delay([(str(w), str(a)) for w, a in to_start])
     if overdue:
         runs.runs_check(overdue)
+    clusters = list(Cluster.objects.values_list("id", flat=True))
     if _eager():
         triggers.cycle_request_all()
     else:
         # Past the debounce and the holder's queue: if the holder died, whoever takes this
         # cycle forwards it and takes the lease over when it expires.
-        for cluster_id in Cluster.objects.values_list("id", flat=True):
+        for cluster_id in clusters:
             schedule_cluster.delay(str(cluster_id))
     with transaction.atomic():
         services.fragmentation_sample(now=timezone.now())
+    if _eager():  # last: derived data, the rest of the tick does not wait for it
+        for cluster_id in clusters:
+            estimates_dispatch(cluster_id)

@@ -144,3 +144,26 @@ def test_a_new_user_signs_in_submits_a_job_and_watches_it_run_and_be_metered(
     usage = demo.call("/api/v1/usage?group_by=gpu_model")["results"]
     (a100,) = [row for row in usage if row["gpu_model"] == "a100-sxm4-80gb"]
     assert int(a100["milli_gpu_seconds"]) >= 4_000  # two GPUs for its two seconds
+
+
+def test_work_waiting_in_the_demo_gets_an_estimated_start(demo: Demo) -> None:
+    """The embedded default's path: SQLite, tasks in process, beat's tick asking for the
+    estimates after its cycles (at most every SCHEDULER_ESTIMATE_INTERVAL_S, 30 s)."""
+    project = demo.call("/api/v1/projects")["results"][0]["id"]
+    body = {"project": project, "gpu_models": ["a100-sxm4-80gb"], "gpus_per_node": 4}
+    body.update(nodes=2, runtime_estimate_s=3600)
+    waits = {"pending", "admitted"}
+    for i in range(32):  # until the model is full and one waits
+        submitted = demo.call("/api/v1/workloads", {**body, "name": f"hour-{i}"})
+        time.sleep(0.5)  # its cycle
+        waiting = demo.call(f"/api/v1/workloads/{submitted['id']}")
+        if waiting["status"] in waits:
+            break
+    assert waiting["status"] in waits, waiting
+    deadline = time.monotonic() + 60
+    while (shown := demo.call(f"/api/v1/workloads/{waiting['id']}"))["estimated_start"] is None:
+        assert shown["status"] in waits, shown
+        assert time.monotonic() < deadline, shown
+        time.sleep(1)
+    assert "runtime_estimates" in shown["estimate_basis"]
+    assert shown["estimated_start_range"]["earliest"] <= shown["estimated_start"]

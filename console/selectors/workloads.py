@@ -9,13 +9,14 @@ import re
 import shlex
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from console.guard import Console
@@ -24,7 +25,15 @@ from execution import selectors as execution
 from execution.models import Assignment
 from inventory.models import Gpu, GpuModel
 from scheduler import selectors as scheduling
-from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
+from scheduler.engine.forecast import Basis
+from scheduler.models import (
+    FINAL_STATUSES,
+    WAITING_STATUSES,
+    Allocation,
+    Workload,
+    WorkloadEstimate,
+    WorkloadStatus,
+)
 from tenants.access import Action
 from tenants.models import Project
 
@@ -62,6 +71,57 @@ def workload_page(console: Console, filters: Filters, number: str | None) -> Pag
         rows = rows.filter(asked | Q(Exists(placed)))
     rows = rows.select_related("project").order_by("-submitted_at", "-pk")
     return Paginator(rows, PAGE_SIZE).get_page(number)
+
+
+@dataclass(frozen=True)
+class StartShown:
+    """A waiting workload's estimated start in the pages' words: ``line`` ("starts in about
+    40 min (20 min to 1 h 10)", "can never start: ...") and what it rests on (``basis``)."""
+
+    line: str
+    basis: str
+    never: bool
+    estimated_at: datetime
+
+
+def start_shown(workload: Workload, estimate: WorkloadEstimate, now: datetime) -> StartShown:
+    basis = set(estimate.basis)
+    never = Basis.NEVER in basis
+    start, earliest, latest = estimate.estimated_start, estimate.earliest, estimate.latest
+    if never:
+        line = "can never start: nothing in this cluster could ever hold it"
+    elif start is None:
+        line = "not expected to start within the next 7 days"
+    elif Basis.NOW in basis or start <= now:
+        line = "should start in the next cycle"
+    else:
+        line = f"starts in about {_span(start - now)}"
+        if earliest is not None:
+            late = _span(latest - now) if latest is not None else "more than 7 days"
+            line += f" ({_span(earliest - now)} \N{EN DASH} {late})"
+    message = scheduling.estimate_message(workload, estimate)
+    return StartShown(line, message, never, estimate.computed_at)
+
+
+def _span(delta: timedelta) -> str:
+    """A duration as a person reads it: "under a minute", "40 min", "1 h 10", "2 d 3 h"."""
+    minutes = round(max(0.0, delta.total_seconds()) / 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d}" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def starts_shown(workloads: Iterable[Workload], now: datetime) -> dict[uuid.UUID, StartShown]:
+    """The estimated start of each waiting workload of a page that has one (one query)."""
+    waiting = [w for w in workloads if w.status in WAITING_STATUSES and not w.cancel_requested]
+    estimates = scheduling.workload_estimates(w.pk for w in waiting)
+    return {w.pk: start_shown(w, estimates[w.pk], now) for w in waiting if w.pk in estimates}
 
 
 def gpus_asked(workload: Workload) -> str:
@@ -113,6 +173,7 @@ class Detail:
     placement_held: bool  # the allocation held now (else the last run's, released)
     placement_model: str
     figures: list[tuple[str, str]]  # the pending reason's figures, labelled
+    start: StartShown | None  # while it waits, when it is expected to start
     timeline: list[Moment]
     assignments: list[Assignment]
     program: str  # the command as one shell line ("" for the image's entrypoint)
@@ -134,6 +195,7 @@ def workload_detail(workload: Workload) -> Detail:
         placement_held=state.placement is not None,
         placement_model=allocation.gpu_model if allocation else "",
         figures=_figures(wait.figures) if wait else [],
+        start=start_shown(workload, state.estimate, timezone.now()) if state.estimate else None,
         timeline=[_moment(e) for e in scheduling.workload_events(workload)],
         assignments=execution.workload_assignments(workload),
         program=shlex.join(workload.command) if workload.command else "",

@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import URLPattern, path
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console.forms.workloads import WorkloadFilterForm
@@ -36,7 +37,8 @@ def workload_list(request: ConsoleRequest) -> HttpResponse:
         return render(request, "console/workloads/list.html", refused, status=400)
     filters = form.filters() if form.is_bound else selectors.Filters()
     page = selectors.workload_page(console, filters, request.GET.get("page"))
-    rows = [(w, selectors.gpus_asked(w)) for w in page.object_list]
+    starts = selectors.starts_shown(page.object_list, timezone.now())
+    rows = [(w, selectors.gpus_asked(w), starts.get(w.pk)) for w in page.object_list]
     context: dict[str, object] = {
         "form": form,
         "page": page,

@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from django.db import OperationalError, connection, transaction
@@ -76,6 +78,29 @@ def row_lock(queryset: QuerySet[M]) -> QuerySet[M]:
     """``queryset``'s rows, locked to the end of the transaction in the order of the module
     (``FOR NO KEY UPDATE`` of its own table only)."""
     return queryset.select_for_update(of=("self",), no_key=True)
+
+
+@contextmanager
+def session_try_lock(lock_class: int, key: uuid.UUID) -> Iterator[bool]:
+    """PostgreSQL's session advisory lock (``lock_class``, the first 4 bytes of ``key``) if
+    no other session holds it, never waiting: yields whether it was taken, and gives it back
+    after. Outside a transaction's locks (a process that dies gives it back with its
+    connection). Elsewhere (the embedded SQLite: one process) it is always taken."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    pair = [lock_class, int.from_bytes(key.bytes[:4], "big", signed=True)]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", pair)
+        row = cursor.fetchone()
+    if not (row and row[0]):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", pair)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -2,6 +2,7 @@
 beyond their rows, reservations. None of them locks or writes."""
 
 from scheduler.selectors.capacity import cluster_allocation, cluster_allocations, gpus_held
+from scheduler.selectors.estimates import estimate_message, workload_estimates
 from scheduler.selectors.leases import ClusterLease, cluster_leases
 from scheduler.selectors.policy import (
     BUILTIN_PRIORITY_CLASSES,
@@ -26,12 +27,14 @@ __all__ = [
     "cluster_allocations",
     "cluster_leases",
     "default_cohort",
+    "estimate_message",
     "gpus_held",
     "placements_utilisation",
     "priority_of",
     "queues_of",
     "reservations_for_billing",
     "reservations_overlapping",
+    "workload_estimates",
     "workload_events",
     "workload_states",
     "workloads_utilisation",

@@ -1,5 +1,5 @@
 """Reads of workloads beyond their row: what a page of them shows (placement, why each waits,
-its place in line), and a workload's own stream."""
+its place in line, when it is expected to start), and a workload's own stream."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ from events.models import Event
 from scheduler import events as ev
 from scheduler.engine.model import Policy, Request
 from scheduler.engine.ordering import ordered
-from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadWait
+from scheduler.models import (
+    WAITING_STATUSES,
+    Allocation,
+    Workload,
+    WorkloadEstimate,
+    WorkloadWait,
+)
+from scheduler.selectors.estimates import workload_estimates
 from scheduler.selectors.utilisation import Utilisation, workloads_utilisation
 from scheduler.snapshot import cluster_policy, cluster_usage, epoch
 
@@ -24,12 +31,14 @@ from scheduler.snapshot import cluster_policy, cluster_usage, epoch
 class WorkloadState:
     """A workload's state beside its row: the allocation it holds now (and while it runs
     how much of it is used), and while it waits why (as of the last cycle) and its place in
-    its cluster's line, in the engine's order (1: the next its scheduler considers)."""
+    its cluster's line, in the engine's order (1: the next its scheduler considers), and
+    when it is expected to start (as of the last estimate of its cluster)."""
 
     placement: Allocation | None = None
     pending_reason: WorkloadWait | None = None
     queue_position: int | None = None
     utilisation: Utilisation | None = None
+    estimate: WorkloadEstimate | None = None
 
 
 def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadState]:
@@ -47,6 +56,7 @@ def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadSt
             for w in WorkloadWait.objects.filter(workload_id__in=[w.pk for w in waiting])
         }
         positions = places_in_line({w.cluster_id for w in waiting})
+    estimates = workload_estimates(w.pk for w in waiting if not w.cancel_requested)
     utilisations = workloads_utilisation(workloads, allocations)
     return {
         w.pk: WorkloadState(
@@ -54,6 +64,7 @@ def workload_states(workloads: Iterable[Workload]) -> dict[uuid.UUID, WorkloadSt
             pending_reason=waits.get(w.pk),
             queue_position=positions.get(w.pk),
             utilisation=utilisations.get(w.pk),
+            estimate=estimates.get(w.pk),
         )
         for w in workloads
     }

@@ -22,12 +22,15 @@ plan, which follows from what the workload is.
 - ``endpoints``: ``workload_endpoints_set``, where a run's ports are reached.
 - ``workload_stream``: the lock and append the workload writes share.
 - ``fragmentation``: ``fragmentation_sample``, the operators' chart's telemetry (not events).
+- ``estimates``: ``workload_estimates_refresh``, start-time estimates of waiting work
+  (derived data, not events).
 """
 
 from scheduler.services.batch import workload_submit_array, workload_submit_batch
 from scheduler.services.cancellation import workload_cancel
 from scheduler.services.dry_run import DryRun, workload_dry_run
 from scheduler.services.endpoints import workload_endpoints_set
+from scheduler.services.estimates import EstimatesRefreshed, workload_estimates_refresh
 from scheduler.services.fragmentation import fragmentation_sample
 from scheduler.services.policy import priority_class_define, queue_configure
 from scheduler.services.reservations import reservation_cancel, reservation_create
@@ -47,6 +50,7 @@ from scheduler.services.submission import check_submission, workload_submit
 
 __all__ = [
     "DryRun",
+    "EstimatesRefreshed",
     "check_standing",
     "check_submission",
     "fragmentation_sample",
@@ -66,6 +70,7 @@ __all__ = [
     "workload_cancel",
     "workload_dry_run",
     "workload_endpoints_set",
+    "workload_estimates_refresh",
     "workload_submit",
     "workload_submit_array",
     "workload_submit_batch",

@@ -132,11 +132,11 @@ def test_the_list_pages_50_at_a_time_and_costs_the_same_queries_for_3_rows_as_fo
     client = _client(member)
     for i in range(3):
         _submit(member.project, f"w{i:02d}")
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):  # and the estimates of the rows that wait
         assert len(_listed(_page(client, "/workloads"))) == 3
     for i in range(3, 60):
         _submit(member.project, f"w{i:02d}")
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):  # and the estimates of the rows that wait
         first = _page(client, "/workloads")
     assert _listed(first) == [f"w{i:02d}" for i in range(59, 9, -1)]
     assert 'href="?page=2" rel="next">Older' in first
@@ -327,6 +327,7 @@ def test_the_page_follows_a_job_from_waiting_to_running_to_succeeded_and_cancels
     blocker = _submit(member.project, "blocker", gpus=8, runtime_estimate_s=600)
     watched = _submit(member.project, "watched", gpus=8, runtime_estimate_s=0.5)
     assert watched.status in {WorkloadStatus.PENDING, WorkloadStatus.ADMITTED}
+    services.workload_estimates_refresh(cluster_id=watched.cluster_id)
     sign_in(page, base, member.user.email)
 
     page.goto(f"{base}/workloads")
@@ -336,6 +337,8 @@ def test_the_page_follows_a_job_from_waiting_to_running_to_succeeded_and_cancels
     expect(page.locator("#nc-status")).to_have_text(re.compile("^(pending|admitted)$"))
     expect(page.locator("#nc-pending-reason")).to_contain_text("needs 8 h100, 0 free")
     expect(page.locator("#nc-queue-position")).to_have_text("1")
+    # No history: the blocker's 10 min are expected to end after 5.
+    expect(page.locator("#nc-estimate")).to_contain_text(re.compile(r"Starts in about [45] min"))
     assert serious_violations(page) == []
     page.evaluate("window.ncNotReloaded = true")
 

@@ -12,28 +12,17 @@ from types import SimpleNamespace
 
 import pytest
 from django.db import transaction
-from django.test import Client
-from prometheus_client.parser import text_string_to_metric_families
 
 from inventory import services as inventory
 from scheduler import services, tasks
 from tests.builders import run
 from tests.builders.fleet import cluster, node
 from tests.celery_worker import worker_database_url
+from tests.monitoring.conftest import metric_value as _value
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _value(name: str, **labels: str) -> float:
-    """A sample of this process's /metrics (0 when absent)."""
-    body = Client().get("/metrics").content.decode()
-    for family in text_string_to_metric_families(body):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
 
 
 def test_a_cycle_that_grants_is_timed_and_its_decisions_counted(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,8 @@ from inventory import services as inventory
 from inventory.lifecycle import NodeState
 from inventory.models import Cluster, Node
 from neocloud.celery import app as celery_app
-from scheduler import scheduling, triggers
+from scheduler import scheduling, services, triggers
+from scheduler.models import Workload
 from scheduler.specs import WorkloadSpec
 from tenants.models import Organization, Project
 from tests.builders import Builder, run
@@ -98,3 +100,9 @@ def job(name: str = "train", gpus: int = 1, nodes: int = 1, **fields: object) ->
         runtime_estimate_s=fields.pop("runtime_estimate_s", 0.2),  # type: ignore[arg-type]
         **fields,  # type: ignore[arg-type]
     )
+
+
+def submitted(project: Project, name: str = "train", **fields: Any) -> Workload:
+    """A ``job`` submitted through the service, as its row stands after (its cycle ran)."""
+    workload: Workload = run(services.workload_submit, project=project, spec=job(name, **fields))
+    return Workload.objects.get(pk=workload.pk)
