@@ -2,9 +2,10 @@
 
 The page posts a form; it becomes the API's request (``forms.submit``), is validated by the
 API's serializer with the project scoped as the API scopes it, and goes to the API's own
-services: ``workload_dry_run`` for "Check" (a partial for htmx, the page without it) and
-``workload_submit`` for "Submit" (``workload_submit_array`` when copies are asked, the
-task at index 0's page opening). Refusals show beside their inputs, nothing written.
+services: ``workload_dry_run`` for "Check" and ``workload_estimate`` for "When would it
+start?" (each a partial for htmx, the page without it), and ``workload_submit`` for
+"Submit" (``workload_submit_array`` when copies are asked, the task at index 0's page
+opening). Refusals show beside their inputs, nothing written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from console.forms.submit import WorkloadForm
 from console.guard import ConsoleRequest, signed_in
-from console.selectors.submit import form_choices, reason_words
+from console.selectors.submit import estimate_rows, form_choices, reason_words
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import services
@@ -140,7 +141,31 @@ def workload_check(request: ConsoleRequest) -> HttpResponse:
     return _render(request, form, checked=True, answer=answer, headline=headline, figures=figures)
 
 
+@require_POST
+@signed_in
+def workload_estimate(request: ConsoleRequest) -> HttpResponse:
+    """When what the form asks for would start, per acceptable GPU model, and at what price
+    an hour; refusals as "Check" shows them."""
+    _writer(request)
+    form = _form(request)
+    parsed = _parsed(request, form)
+    if parsed is None:
+        return _render(request, form, status=200 if _partial(request) else 400, estimated=True)
+    project, spec = parsed
+    try:
+        answers = atomic_with_retry(
+            services.workload_estimate, actor=request.console.actor, project=project, spec=spec
+        )
+    except ApplicationError as error:
+        form.refused_by(error)
+        status = 200 if _partial(request) else error.http_status
+        return _render(request, form, status=status, estimated=True)
+    context = {"estimates": estimate_rows(answers), "summary": services.estimates_in_words(answers)}
+    return _render(request, form, estimated=True, **context)
+
+
 urlpatterns: list[URLPattern] = [
     path("workloads/new", workload_new, name="workload-new"),
     path("workloads/new/check", workload_check, name="workload-check"),
+    path("workloads/new/estimate", workload_estimate, name="workload-estimate"),
 ]

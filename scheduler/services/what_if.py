@@ -29,6 +29,7 @@ from neocloud.core.errors import ValidationFailed
 from scheduler import hooks
 from scheduler.engine.forecast import Basis, Runtime, RuntimeOf, StartEstimate, forecast
 from scheduler.engine.model import Policy, Request, Reservation, Snapshot
+from scheduler.engine.runtimes import RuntimeBook
 from scheduler.errors import GpuHoursExhausted, QuotaExceeded, Unschedulable
 from scheduler.models import Reservation as ReservationRow
 from scheduler.models import Workload
@@ -75,37 +76,22 @@ class _Inputs:
     view: ClusterView
     snapshot: Snapshot
     policy: Policy
-    runtime_of: RuntimeOf
-    runtime: RuntimeOfNew
-
-
-class RuntimeOfNew:
-    """The runtime of work not in the view yet, by the cluster's history."""
-
-    def __init__(self, cluster_id: uuid.UUID) -> None:
-        self.book = runtime_book(cluster_id)
-
-    def __call__(self, request: Request, max_runtime_s: float | None) -> Runtime:
-        return self.book.runtime(
-            request.project,
-            request.shape,
-            request.runtime_estimate_s,
-            max_runtime_s=max_runtime_s,
-        )
+    runtime_of: RuntimeOf  # of the work in the view
+    book: RuntimeBook  # for work not in it yet
 
 
 def _inputs(cluster_id: uuid.UUID, now: datetime) -> _Inputs:
     view = cluster_view(cluster_id)
     usage = cluster_usage(cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
     queues, organizations = usage.as_of(now.timestamp())
-    runtime = RuntimeOfNew(cluster_id)
+    book = runtime_book(cluster_id)
     running = view.faults + tuple(a for _, a in view.running.values())
     return _Inputs(
         view=view,
         snapshot=Snapshot(view.nodes, running),
         policy=replace(view.policy, usage_history=queues, organization_usage=organizations),
-        runtime_of=runtimes_of(view, runtime.book),
-        runtime=runtime,
+        runtime_of=runtimes_of(view, book),
+        book=book,
     )
 
 
@@ -247,7 +233,12 @@ def _estimate(
     plan: PricePlan,
     now: datetime,
 ) -> ModelEstimate:
-    own = inputs.runtime(candidate, spec.max_runtime_s)
+    own = inputs.book.runtime(
+        candidate.project,
+        candidate.shape,
+        candidate.runtime_estimate_s,
+        max_runtime_s=spec.max_runtime_s,
+    )
     base = inputs.runtime_of
 
     def runtime_of(workload: str) -> Runtime:
@@ -267,12 +258,13 @@ def estimates_in_words(answers: Sequence[ModelEstimate]) -> str:
     for answer in answers:
         if answer.never is not None or answer.wait_s is None:
             continue
-        when = "now" if answer.starts_now else f"in about {_duration(answer.wait_s)}"
+        when = "now" if answer.starts_now else f"in about {duration_in_words(answer.wait_s)}"
         said.append(f"{answer.gpus:g} x {answer.gpu_model} {when}")
     return ", or ".join(dict.fromkeys(said)) or "never"
 
 
-def _duration(seconds: float) -> str:
+def duration_in_words(seconds: float) -> str:
+    """A wait as a person rounds it: minutes, else hours, else days."""
     minutes = max(1, round(seconds / 60))
     if minutes < 120:
         return f"{minutes} min"
