@@ -49,7 +49,7 @@ offering_workload_spec: Hook[[str, str | None, Mapping[str, Any]], WorkloadSpec]
     "scheduler.offering_workload_spec"
 )
 # (offering slug or None, region or None, price plan, GPU model) -> (minor, currency)
-gpu_hour_price: Hook[[str | None, str | None, str, str], tuple[int, str]] = Hook(
+gpu_hour_price: Hook[[str | None, str | None, str, str], tuple[int, str] | None] = Hook(
     "scheduler.gpu_hour_price"
 )
 workload_ended: Hook[[Workload], None] = Hook("scheduler.workload_ended")

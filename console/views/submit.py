@@ -160,8 +160,13 @@ def workload_estimate(request: ConsoleRequest) -> HttpResponse:
         form.refused_by(error)
         status = 200 if _partial(request) else error.http_status
         return _render(request, form, status=status, estimated=True)
-    context = {"estimates": estimate_rows(answers), "summary": services.estimates_in_words(answers)}
-    return _render(request, form, estimated=True, **context)
+    return _render(
+        request,
+        form,
+        estimated=True,
+        estimates=estimate_rows(answers),
+        summary=services.estimates_in_words(answers),
+    )
 
 
 urlpatterns: list[URLPattern] = [
