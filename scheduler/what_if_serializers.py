@@ -9,17 +9,12 @@ from typing import Any
 from rest_framework import serializers
 
 from neocloud.api.fields import (
-    StrictDateTimeField,
-    StrictIntegerField,
     StrictListField,
-    StrictPrimaryKeyRelatedField,
-    StrictSlugField,
     StrictUUIDField,
 )
 from scheduler.engine.forecast import StartEstimate
+from scheduler.serializers import ReservationCreateSerializer
 from scheduler.services.what_if import ModelEstimate, estimates_in_words
-from scheduler.specs import MAX_RESERVED_GPUS
-from tenants.models import Project
 
 MAX_DRAINED = 1000  # nodes one what-if drains
 
@@ -69,12 +64,10 @@ def estimate_shown(answers: list[ModelEstimate]) -> dict[str, Any]:
     return dict(shown.data)
 
 
-class WhatIfReservationSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
-    gpu_model = StrictSlugField(max_length=64)
-    gpus = StrictIntegerField(min_value=1, max_value=MAX_RESERVED_GPUS)
-    starts_at = StrictDateTimeField()
-    ends_at = StrictDateTimeField()
+class WhatIfReservationSerializer(ReservationCreateSerializer):
+    """A reservation as ``POST /api/v1/reservations`` takes it, on the cluster asked about."""
+
+    region = None  # type: ignore[assignment]  # the cluster is the path's
 
 
 class ClusterWhatIfRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -10,7 +10,8 @@ opening). Refusals show beside their inputs, nothing written.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -30,6 +31,7 @@ from scheduler.specs import WorkloadSpec
 from tenants.access import Action
 from tenants.models import Project
 
+T = TypeVar("T")
 PAGE = "console/submit/new.html"
 FORM = "console/submit/_form.html"
 
@@ -117,56 +119,52 @@ def workload_new(request: ConsoleRequest) -> HttpResponse:
     return redirect(f"/workloads/{first}")
 
 
-@require_POST
-@signed_in
-def workload_check(request: ConsoleRequest) -> HttpResponse:
-    """Whether the engine would place what the form asks for now, and if not why. For htmx
-    the form again with the answer (200 even when the input is refused: the answer is the
-    errors); without it the page (400 when refused)."""
+def _ask(
+    request: ConsoleRequest,
+    service: Callable[..., T],
+    shown: Callable[[T], dict[str, Any]],
+    asked: str,
+) -> HttpResponse:
+    """``service`` on what the form asks for, written nothing, and the form again with
+    ``shown(answer)`` (``asked`` set True in the context). For htmx the form (200 even when
+    the input is refused: the answer is the errors); without it the page (400 when refused)."""
     _writer(request)
     form = _form(request)
     parsed = _parsed(request, form)
     if parsed is None:
-        return _render(request, form, status=200 if _partial(request) else 400, checked=True)
+        return _render(request, form, status=200 if _partial(request) else 400, **{asked: True})
     project, spec = parsed
     try:
-        answer = atomic_with_retry(
-            services.workload_dry_run, actor=request.console.actor, project=project, spec=spec
-        )
+        answer = atomic_with_retry(service, actor=request.console.actor, project=project, spec=spec)
     except ApplicationError as error:
         form.refused_by(error)
         status = 200 if _partial(request) else error.http_status
-        return _render(request, form, status=status, checked=True)
+        return _render(request, form, status=status, **{asked: True})
+    return _render(request, form, **{asked: True}, **shown(answer))
+
+
+def _checked(answer: services.DryRun) -> dict[str, Any]:
     headline, figures = reason_words(answer.reason) if answer.reason else ("", [])
-    return _render(request, form, checked=True, answer=answer, headline=headline, figures=figures)
+    return {"answer": answer, "headline": headline, "figures": figures}
+
+
+def _estimated(answers: list[services.ModelEstimate]) -> dict[str, Any]:
+    return {"estimates": estimate_rows(answers), "summary": services.estimates_in_words(answers)}
+
+
+@require_POST
+@signed_in
+def workload_check(request: ConsoleRequest) -> HttpResponse:
+    """Whether the engine would place what the form asks for now, and if not why."""
+    return _ask(request, services.workload_dry_run, _checked, "checked")
 
 
 @require_POST
 @signed_in
 def workload_estimate(request: ConsoleRequest) -> HttpResponse:
     """When what the form asks for would start, per acceptable GPU model, and at what price
-    an hour; refusals as "Check" shows them."""
-    _writer(request)
-    form = _form(request)
-    parsed = _parsed(request, form)
-    if parsed is None:
-        return _render(request, form, status=200 if _partial(request) else 400, estimated=True)
-    project, spec = parsed
-    try:
-        answers = atomic_with_retry(
-            services.workload_estimate, actor=request.console.actor, project=project, spec=spec
-        )
-    except ApplicationError as error:
-        form.refused_by(error)
-        status = 200 if _partial(request) else error.http_status
-        return _render(request, form, status=status, estimated=True)
-    return _render(
-        request,
-        form,
-        estimated=True,
-        estimates=estimate_rows(answers),
-        summary=services.estimates_in_words(answers),
-    )
+    an hour."""
+    return _ask(request, services.workload_estimate, _estimated, "estimated")
 
 
 urlpatterns: list[URLPattern] = [

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
-from inventory.models import Cluster, Node
+from inventory.models import Cluster, GpuModel, Node
 from neocloud.celery import app as celery_app
 from scheduler import scheduling, triggers
 from scheduler.specs import WorkloadSpec
@@ -52,6 +53,34 @@ def ready_fleet(nodes: int = 2, gpus: int = 8, slug: str = "fra1") -> GpuFleet:
         )
         made.append(put_in_state(node, NodeState.READY))
     return GpuFleet(cluster=cluster, nodes=made)
+
+
+def gpu_model(slug: str, *, shareable: bool = False) -> GpuModel:
+    """A GPU model of the catalog (no node has it yet)."""
+    return run(  # type: ignore[no-any-return]
+        inventory.gpu_model_define,
+        slug=slug,
+        name=slug.upper(),
+        vendor="NVIDIA",
+        memory_gib=80,
+        interconnect="nvswitch",
+        shareable=shareable,
+    )
+
+
+def model_node(fleet: GpuFleet, slug: str, gpus: int = 4, **fields: Any) -> Node:
+    """A ready node of a new GPU model ``slug`` in the fleet's cluster."""
+    node, _ = run(
+        inventory.node_register,
+        cluster=fleet.cluster,
+        name=f"{fleet.cluster.slug}-{slug}",
+        gpu_model=gpu_model(slug),
+        cpu_milli=fields.pop("cpu_milli", 128_000),
+        memory_mib=fields.pop("memory_mib", 1_048_576),
+        gpus=[inventory.GpuSlot(index=g) for g in range(gpus)],
+        **fields,
+    )
+    return put_in_state(node, NodeState.READY)
 
 
 @dataclass

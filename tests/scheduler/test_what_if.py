@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from billing.services.prices import default_price_set
 from events import store
-from inventory import services as inventory
 from inventory.lifecycle import NodeState
 from inventory.models import Node
 from neocloud.models import IdempotencyRecord
@@ -21,8 +20,7 @@ from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import Builder, client_with_key, run
-from tests.builders.fleet import put_in_state
-from tests.scheduler.conftest import GpuFleet, Tenant, job, ready_fleet
+from tests.scheduler.conftest import GpuFleet, Tenant, gpu_model, job, model_node, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -60,28 +58,6 @@ def _busy(tenant: Tenant, *gpus: int, runtime_s: float = 600, **fields: Any) -> 
     return made
 
 
-def _a100_node(fleet: GpuFleet, gpus: int = 4) -> Node:
-    model = run(
-        inventory.gpu_model_define,
-        slug="a100",
-        name="A100",
-        vendor="NVIDIA",
-        memory_gib=80,
-        interconnect="nvswitch",
-        shareable=False,
-    )
-    node, _ = run(
-        inventory.node_register,
-        cluster=fleet.cluster,
-        name="fra1-a100",
-        gpu_model=model,
-        cpu_milli=128_000,
-        memory_mib=1_048_576,
-        gpus=[inventory.GpuSlot(index=g) for g in range(gpus)],
-    )
-    return put_in_state(node, NodeState.READY)
-
-
 def _prices() -> None:
     for model, minor in (("h100", H100_PRICE), ("a100", A100_PRICE)):
         run(default_price_set, gpu_model=model, price_per_gpu_hour_minor=minor, currency="USD")
@@ -106,7 +82,7 @@ def test_the_estimate_answers_per_model_soonest_first_with_its_price_and_writes_
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     fleet = ready_fleet(nodes=1, gpus=8)
-    _a100_node(fleet, gpus=4)
+    model_node(fleet, "a100", gpus=4)
     _prices()
     _busy(tenant, 8)  # every H100 busy for 10 min by its estimate
     client = _client(build, tenant)
@@ -146,7 +122,7 @@ def test_with_no_model_named_every_model_of_the_cluster_is_answered(
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     fleet = ready_fleet(nodes=1, gpus=8)
-    _a100_node(fleet, gpus=4)
+    model_node(fleet, "a100", gpus=4)
 
     answer = (
         _client(build, tenant)
@@ -164,16 +140,8 @@ def test_a_model_that_could_never_hold_it_says_never_and_comes_last(
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     fleet = ready_fleet(nodes=1, gpus=8)
-    _a100_node(fleet, gpus=4)  # too small for 8 GPUs on one node
-    run(  # a model of the catalog that no node has
-        inventory.gpu_model_define,
-        slug="l4",
-        name="L4",
-        vendor="NVIDIA",
-        memory_gib=24,
-        interconnect="pcie",
-        shareable=True,
-    )
+    model_node(fleet, "a100", gpus=4)  # too small for 8 GPUs on one node
+    gpu_model("l4")  # a model of the catalog that no node has
     _prices()
     client = _client(build, tenant)
     before = _counts()
