@@ -10,12 +10,14 @@ import pytest
 
 from inventory import services as inventory
 from inventory.lifecycle import NodeState
-from inventory.models import Cluster, GpuModel, Node
+from inventory.models import Cluster, Node
 from neocloud.celery import app as celery_app
 from scheduler import scheduling, triggers
 from scheduler.specs import WorkloadSpec
+from tenants import services as tenant_services
 from tenants.models import Organization, Project
 from tests.builders import Builder, run
+from tests.builders.commerce import gpu_model
 from tests.builders.fleet import put_in_state
 
 
@@ -55,16 +57,14 @@ def ready_fleet(nodes: int = 2, gpus: int = 8, slug: str = "fra1") -> GpuFleet:
     return GpuFleet(cluster=cluster, nodes=made)
 
 
-def gpu_model(slug: str, *, shareable: bool = False) -> GpuModel:
-    """A GPU model of the catalog (no node has it yet)."""
-    return run(  # type: ignore[no-any-return]
-        inventory.gpu_model_define,
-        slug=slug,
-        name=slug.upper(),
-        vendor="NVIDIA",
-        memory_gib=80,
-        interconnect="nvswitch",
-        shareable=shareable,
+def quota(tenant: Tenant, max_gpus: int, gpu_model: str = "h100") -> None:
+    """The tenant's project may hold at most ``max_gpus`` of ``gpu_model``."""
+    run(
+        tenant_services.quota_set,
+        organization=tenant.organization,
+        project=tenant.project,
+        gpu_model=gpu_model,
+        max_gpus=max_gpus,
     )
 
 

@@ -15,7 +15,8 @@ from scheduler.models import Workload, WorkloadWait
 from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import Builder, client_with_key, run
-from tests.scheduler.conftest import Tenant, gpu_model, job, ready_fleet
+from tests.builders.commerce import gpu_model
+from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -17,10 +17,10 @@ from inventory.models import Node
 from neocloud.models import IdempotencyRecord
 from scheduler import services
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import Builder, client_with_key, run
-from tests.scheduler.conftest import GpuFleet, Tenant, gpu_model, job, model_node, ready_fleet
+from tests.builders.commerce import gpu_model
+from tests.scheduler.conftest import GpuFleet, Tenant, job, model_node, quota, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -184,13 +184,7 @@ def test_bad_input_is_refused_as_a_submission_refuses_it_with_its_code_and_field
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     ready_fleet(nodes=2, gpus=8)
-    run(
-        tenant_services.quota_set,
-        organization=tenant.organization,
-        project=tenant.project,
-        gpu_model="h100",
-        max_gpus=8,
-    )
+    quota(tenant, 8)
     client = _client(build, tenant)
     before = _counts()
     for case, (fields, code, field) in BAD.items():
