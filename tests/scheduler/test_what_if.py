@@ -18,7 +18,7 @@ from neocloud.models import IdempotencyRecord
 from scheduler import services
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from tenants.models import Role
-from tests.builders import Builder, client_with_key, run
+from tests.builders import Builder, client_with_key, commerce, run
 from tests.builders.commerce import gpu_model
 from tests.scheduler.conftest import GpuFleet, Tenant, job, model_node, quota, ready_fleet
 
@@ -422,3 +422,24 @@ def test_the_price_comes_from_the_plan_the_workload_would_be_billed(
     ).json()["estimates"]
 
     assert (estimate["price_plan"], estimate["price_per_hour_minor"]) == ("preemptible", 180)
+
+
+def test_work_from_an_offering_is_priced_at_the_offerings_catalog_price_in_its_region(
+    build: Builder, tenant: Tenant, in_process: None
+) -> None:
+    commerce.shop()  # 1xh100 at 250 a GPU-hour on demand in eu-west; a default price differs
+    run(default_price_set, gpu_model="h100", price_per_gpu_hour_minor=999, currency="USD")
+    body = {
+        "project": str(tenant.project.pk),
+        "name": "probe",
+        "offering": "1xh100",
+        "region": commerce.REGION,
+    }
+
+    response = _client(build, tenant).post(ESTIMATE, body, format="json")
+
+    assert response.status_code == 200, response.json()
+    (estimate,) = response.json()["estimates"]
+    assert (estimate["gpu_model"], estimate["region"], estimate["gpus"]) == ("h100", "eu-west", 1.0)
+    assert (estimate["price_per_gpu_hour_minor"], estimate["price_per_hour_minor"]) == (250, 250)
+    assert estimate["starts_now"]
