@@ -12,3 +12,4 @@ class BillingConfig(AppConfig):
         from scheduler import hooks
 
         hooks.payment_check.register(selectors.payment_refusal)
+        hooks.gpu_hour_price.register(selectors.gpu_hour_price)

@@ -159,6 +159,28 @@ def price_book() -> PriceBook:
     return book
 
 
+def gpu_hour_price(
+    offering: str | None, region: str | None, plan: str, gpu_model: str
+) -> tuple[int, str] | None:
+    """What a GPU-hour of such work is rated at (``PriceBook.price``'s rules, on the few rows
+    that can apply), as (minor units, currency); None when it has no price."""
+    book = PriceBook()
+    if offering and region:
+        for minor, currency in PricePlan.objects.filter(
+            offering_id=offering, region=region, plan=plan
+        ).values_list("price_per_gpu_hour_minor", "currency"):
+            book.catalog[(offering, region, plan)] = Price(minor, currency)
+    for wanted, minor, currency in DefaultGpuPrice.objects.filter(
+        gpu_model=gpu_model, price_plan__in={plan, "on_demand"}
+    ).values_list("price_plan", "price_per_gpu_hour_minor", "currency"):
+        book.defaults[(gpu_model, wanted)] = Price(minor, currency)
+    try:
+        price = book.price(offering=offering, region=region, plan=plan, gpu_model=gpu_model)
+    except Unpriced:
+        return None
+    return price.minor_per_gpu_hour, price.currency
+
+
 def usage_caught_up() -> None:
     """Metering's usage is an asynchronous projection: bring it to the log's head before
     rating, so a period is never closed on a stale view (safe beside its running consumer:

@@ -10,18 +10,23 @@ from django_filters.filterset import filterset_factory
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins
 from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from events.serializers import AuditEventSerializer
+from inventory.models import Cluster
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
+from neocloud.core.transactions import atomic_with_retry
 from scheduler import batch_serializers as sb
 from scheduler import selectors, services
 from scheduler import serializers as s
+from scheduler import what_if_serializers as wi
 from scheduler.models import Reservation, Workload
 from tenants.access import Action
+from tenants.actor import actor_for
 from tenants.models import Project
 from tenants.permissions import IsOperator
 from tenants.viewsets import TenantViewSet
@@ -78,6 +83,20 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
             return Response(s.DryRunSerializer(answer).data)
         workload = self.perform(services.workload_submit, project=project, spec=spec)
         return Response(_shown([workload])[0], status=201)
+
+    @extend_schema(request=s.WorkloadCreateSerializer, responses=wi.WorkloadEstimateSerializer)
+    @action(detail=False, methods=["post"])
+    def estimate(self, request: Request) -> Response:
+        """What-if, before submitting: a workload's body as ``POST /api/v1/workloads`` takes
+        it, the same checks and errors, then for each acceptable GPU model (the body's, else
+        every model of the clusters it may go to) and cluster, whether it would start now,
+        else its estimated start with a range and what that rests on, or that it never
+        could, and its price per hour. Soonest first. Nothing is written."""
+        data = self.validated(s.WorkloadCreateSerializer, request.data)
+        project: Project = data.pop("project")
+        spec = s.workload_spec_of(data, request.data)
+        answers = self.perform(services.workload_estimate, project=project, spec=spec)
+        return Response(wi.estimate_shown(answers))
 
     @extend_schema(request=sb.WorkloadBatchSerializer, responses={201: sb.BatchResultSerializer})
     @action(detail=False, methods=["post"])
@@ -177,3 +196,29 @@ class CapacityView(APIView):
     def get(self, request: Request) -> Response:
         figures = selectors.cluster_allocations(request.query_params.get("cluster"))
         return Response(s.ClusterAllocationSerializer(figures, many=True).data)
+
+
+class ClusterWhatIfView(APIView):
+    """Operators: what draining nodes of the cluster, or a new reservation on it, would do to
+    its waiting work's start estimates, before doing it. Nothing is written."""
+
+    permission_classes = [IsOperator]
+
+    @extend_schema(request=wi.ClusterWhatIfRequestSerializer, responses=wi.ClusterWhatIfSerializer)
+    def post(self, request: Request, pk: str) -> Response:
+        """``{"drain": [node ids]}`` (as ``POST /api/v1/nodes/{id}/drain`` would: no new work
+        there, what runs stays until it ends), ``{"reservation": {...}}`` (as ``POST
+        /api/v1/reservations`` would hold it), or both: the forecast on the live state and
+        on the changed one, each waiting workload whose estimate moved, and the totals."""
+        cluster = get_object_or_404(Cluster, pk=pk)
+        body = wi.ClusterWhatIfRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        asked = body.validated_data.get("reservation")
+        answer = atomic_with_retry(
+            services.cluster_what_if,
+            actor=actor_for(request),
+            cluster=cluster,
+            drain=body.validated_data["drain"],
+            reservation=services.ReservationAsked(**asked) if asked else None,
+        )
+        return Response(wi.ClusterWhatIfSerializer(answer).data)

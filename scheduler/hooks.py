@@ -12,6 +12,9 @@ that depend on the scheduler (orders, billing, metering) register here in their
   operator approved. Orders registers it.
 - ``offering_workload_spec`` (``first``): the workload spec of a submission straight against a
   catalog offering, checked as an order of it is. Orders registers it.
+- ``gpu_hour_price`` (``first``): the price per GPU-hour, in minor units and its currency, of
+  work on a GPU model under a price plan (from an offering, in a region, or none): what the
+  what-if quotes beside each estimate. Billing registers it (its ``PriceBook``'s rules).
 - ``workload_ended`` (``on_commit``): each workload that reached a final status, after that
   commits (in a transaction of its own: it may lock its rows before the log's lock).
 - ``reservation_ended`` (``on_commit``): each reservation cancelled, and why, after that
@@ -47,6 +50,10 @@ approval_threshold: Hook[[], int] = Hook("scheduler.approval_threshold")
 # (offering slug, region, the request's other fields)
 offering_workload_spec: Hook[[str, str | None, Mapping[str, Any]], WorkloadSpec] = Hook(
     "scheduler.offering_workload_spec"
+)
+# (offering slug or None, region or None, price plan, GPU model) -> (minor, currency)
+gpu_hour_price: Hook[[str | None, str | None, str, str], tuple[int, str] | None] = Hook(
+    "scheduler.gpu_hour_price"
 )
 workload_ended: Hook[[Workload], None] = Hook("scheduler.workload_ended")
 reservation_ended: Hook[[Reservation, str], None] = Hook("scheduler.reservation_ended")

@@ -12,5 +12,6 @@ router.register("queues", api.QueueViewSet, basename="queue")
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("capacity", api.CapacityView.as_view(), name="scheduler-capacity"),
+    path("clusters/<str:pk>/what-if", api.ClusterWhatIfView.as_view(), name="cluster-what-if"),
     *router.urls,
 ]

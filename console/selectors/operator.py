@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -26,8 +26,10 @@ from inventory.models import Cluster, Node
 from inventory.selectors import cluster_topology
 from orders.models import Order, OrderStatus
 from orders.selectors import approval_threshold
+from scheduler.engine.forecast import Basis, StartEstimate
 from scheduler.models import WAITING_STATUSES, Allocation, Queue, Workload, WorkloadWait
 from scheduler.selectors import queues_of
+from scheduler.services.what_if import ClusterWhatIf, duration_in_words
 from tenants.models import Organization, Project, Quota
 
 WHOLE = 1000  # milli-GPU
@@ -268,6 +270,56 @@ def node_for_action(node_id: str, action: str) -> tuple[Node, NodeAction]:
     if node is None or chosen not in NODE_ACTIONS:
         raise Http404
     return node, chosen
+
+
+@dataclass(frozen=True)
+class EstimateMoved:
+    """One waiting workload's start before and after a change, in words."""
+
+    name: str
+    before: str
+    after: str
+    delay: str
+
+
+@dataclass(frozen=True)
+class WhatIfShown:
+    """A what-if as the drain preview shows it: its totals, the longest delay in words, and
+    each change."""
+
+    answer: ClusterWhatIf
+    longest: str
+    rows: list[EstimateMoved]
+
+
+def what_if_shown(answer: ClusterWhatIf) -> WhatIfShown:
+    """A what-if's changes as the drain preview's table shows them (no query)."""
+
+    def start(estimate: StartEstimate) -> str:
+        if Basis.NEVER in estimate.basis:
+            return "never"
+        if estimate.start is None:
+            return "not within a week"
+        return f"{datetime.fromtimestamp(estimate.start, tz=UTC):%Y-%m-%d %H:%M} UTC"
+
+    rows = []
+    for change in answer.changes:
+        if change.delay_s is None:
+            delay = "—"
+        elif change.delay_s >= 0:
+            delay = f"{duration_in_words(change.delay_s)} later"
+        else:
+            delay = f"{duration_in_words(-change.delay_s)} sooner"
+        rows.append(
+            EstimateMoved(
+                name=change.name or change.workload_id,
+                before=start(change.before),
+                after=start(change.after),
+                delay=delay,
+            )
+        )
+    longest = duration_in_words(answer.max_delay_s) if answer.max_delay_s else ""
+    return WhatIfShown(answer, longest, rows)
 
 
 # --- queues ---------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from billing.money import Money
 from catalog.models import OfferingKind
 from catalog.selectors import offering_list
 from console.guard import Console
 from inventory.models import GpuModel
 from scheduler.models import PriorityClass
 from scheduler.selectors import BUILTIN_PRIORITY_CLASSES
+from scheduler.services import ModelEstimate
+from scheduler.services.what_if import duration_in_words
 from tenants.access import Action
 from tenants.models import Project
 
@@ -72,3 +75,61 @@ def reason_words(reason: Mapping[str, object]) -> tuple[str, list[tuple[str, str
             value = ", ".join(str(v) for v in value) or "none"
         shown.append((str(key).replace("_", " "), str(value)))
     return REASON_HEADLINES.get(code, code.replace("_", " ")), shown
+
+
+# What each basis of an estimate means, as the what-if's table says it.
+BASIS_WORDS = {
+    "runtime_estimates": "the runtime estimates of the work ahead",
+    "learned_runtimes": "runtimes learned from past runs",
+    "default_runtimes": "typical runtimes (no history yet)",
+    "reservation": "a reservation's window",
+    "head_of_line": "work ahead of it in the line",
+    "quota": "the project's quota",
+}
+
+
+@dataclass(frozen=True)
+class EstimateRow:
+    """One GPU model's answer in words: where, when, between when, on what, at what price."""
+
+    gpu_model: str
+    cluster: str
+    when: str
+    range: str
+    rests_on: str
+    price: str
+    never: bool
+
+
+def estimate_rows(answers: list[ModelEstimate]) -> list[EstimateRow]:
+    """The what-if's answers as the form's table shows them (no query)."""
+    rows = []
+    for answer in answers:
+        if answer.never is not None:
+            when, span = f"Never: {answer.never}", ""
+        elif answer.starts_now:
+            when, span = "Now", ""
+        elif answer.start is None or answer.wait_s is None:
+            when, span = "Not within the forecast (a week)", ""
+        else:
+            when = f"In about {duration_in_words(answer.wait_s)}, at {answer.start:%H:%M} UTC"
+            latest = f"{answer.latest:%H:%M}" if answer.latest else "beyond a week"
+            early = answer.earliest or answer.start
+            span = f"{early:%H:%M} to {latest} UTC"
+        if answer.price_per_hour_minor is None or answer.currency is None:
+            price = "no price listed"
+        else:
+            price = f"{Money(answer.currency, answer.price_per_hour_minor).format()} an hour"
+        rests = [BASIS_WORDS[b] for b in answer.basis if b in BASIS_WORDS]
+        rows.append(
+            EstimateRow(
+                gpu_model=answer.gpu_model,
+                cluster=answer.cluster or "none",
+                when=when,
+                range=span,
+                rests_on=", ".join(rests),
+                price=price,
+                never=answer.never is not None,
+            )
+        )
+    return rows

@@ -18,9 +18,11 @@ from console.selectors import operator as selectors
 from console.staff import staff_only
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction
+from inventory.models import Node
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from orders import services as orders
+from scheduler import services as scheduler
 
 # What each node action does, as its confirm page says it.
 NODE_ACTION_MEANS = {
@@ -116,9 +118,24 @@ def node_action(request: ConsoleRequest, pk: str, action: str) -> HttpResponse:
         "means": NODE_ACTION_MEANS[chosen],
         "button": chosen.value.capitalize(),
         "cancel": back,
+        "previewable": chosen is NodeAction.DRAIN,
     }
+    if chosen is NodeAction.DRAIN and request.method == "GET" and request.GET.get("preview"):
+        context["preview"] = _drain_preview(request, target)
     done = f"Node {target.name}: {chosen.value} done."
     return _confirm(request, context=context, act=act, done=done, back=back)
+
+
+def _drain_preview(request: ConsoleRequest, target: Node) -> selectors.WhatIfShown:
+    """What draining ``target`` would do to its cluster's waiting work (``cluster_what_if``,
+    as ``POST /api/v1/clusters/{id}/what-if`` runs it), nothing written."""
+    answer = atomic_with_retry(
+        scheduler.cluster_what_if,
+        actor=request.console.actor,
+        cluster=target.cluster,
+        drain=[target.pk],
+    )
+    return selectors.what_if_shown(answer)
 
 
 @staff_only

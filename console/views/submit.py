@@ -2,14 +2,16 @@
 
 The page posts a form; it becomes the API's request (``forms.submit``), is validated by the
 API's serializer with the project scoped as the API scopes it, and goes to the API's own
-services: ``workload_dry_run`` for "Check" (a partial for htmx, the page without it) and
-``workload_submit`` for "Submit" (``workload_submit_array`` when copies are asked, the
-task at index 0's page opening). Refusals show beside their inputs, nothing written.
+services: ``workload_dry_run`` for "Check" and ``workload_estimate`` for "When would it
+start?" (each a partial for htmx, the page without it), and ``workload_submit`` for
+"Submit" (``workload_submit_array`` when copies are asked, the task at index 0's page
+opening). Refusals show beside their inputs, nothing written.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -20,7 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from console.forms.submit import WorkloadForm
 from console.guard import ConsoleRequest, signed_in
-from console.selectors.submit import form_choices, reason_words
+from console.selectors.submit import estimate_rows, form_choices, reason_words
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import services
@@ -29,6 +31,7 @@ from scheduler.specs import WorkloadSpec
 from tenants.access import Action
 from tenants.models import Project
 
+T = TypeVar("T")
 PAGE = "console/submit/new.html"
 FORM = "console/submit/_form.html"
 
@@ -116,31 +119,56 @@ def workload_new(request: ConsoleRequest) -> HttpResponse:
     return redirect(f"/workloads/{first}")
 
 
-@require_POST
-@signed_in
-def workload_check(request: ConsoleRequest) -> HttpResponse:
-    """Whether the engine would place what the form asks for now, and if not why. For htmx
-    the form again with the answer (200 even when the input is refused: the answer is the
-    errors); without it the page (400 when refused)."""
+def _ask(
+    request: ConsoleRequest,
+    service: Callable[..., T],
+    shown: Callable[[T], dict[str, Any]],
+    asked: str,
+) -> HttpResponse:
+    """``service`` on what the form asks for, written nothing, and the form again with
+    ``shown(answer)`` (``asked`` set True in the context). For htmx the form (200 even when
+    the input is refused: the answer is the errors); without it the page (400 when refused)."""
     _writer(request)
     form = _form(request)
     parsed = _parsed(request, form)
     if parsed is None:
-        return _render(request, form, status=200 if _partial(request) else 400, checked=True)
+        return _render(request, form, status=200 if _partial(request) else 400, **{asked: True})
     project, spec = parsed
     try:
-        answer = atomic_with_retry(
-            services.workload_dry_run, actor=request.console.actor, project=project, spec=spec
-        )
+        answer = atomic_with_retry(service, actor=request.console.actor, project=project, spec=spec)
     except ApplicationError as error:
         form.refused_by(error)
         status = 200 if _partial(request) else error.http_status
-        return _render(request, form, status=status, checked=True)
+        return _render(request, form, status=status, **{asked: True})
+    return _render(request, form, **{asked: True}, **shown(answer))
+
+
+def _checked(answer: services.DryRun) -> dict[str, Any]:
     headline, figures = reason_words(answer.reason) if answer.reason else ("", [])
-    return _render(request, form, checked=True, answer=answer, headline=headline, figures=figures)
+    return {"answer": answer, "headline": headline, "figures": figures}
+
+
+def _estimated(answers: list[services.ModelEstimate]) -> dict[str, Any]:
+    return {"estimates": estimate_rows(answers), "summary": services.estimates_in_words(answers)}
+
+
+@require_POST
+@signed_in
+def workload_check(request: ConsoleRequest) -> HttpResponse:
+    """Whether the engine would place what the form asks for now, and if not why."""
+    return _ask(request, services.workload_dry_run, _checked, "checked")
+
+
+@require_POST
+@signed_in
+def workload_estimate(request: ConsoleRequest) -> HttpResponse:
+    """When what the form asks for would start, per acceptable GPU model, and at what price
+    an hour."""
+    return _ask(request, services.workload_estimate, _estimated, "estimated")
 
 
 urlpatterns: list[URLPattern] = [
     path("workloads/new", workload_new, name="workload-new"),
     path("workloads/new/check", workload_check, name="workload-check"),
+    path("workloads/new/estimate", workload_estimate, name="workload-estimate"),
 ]

@@ -16,6 +16,9 @@ plan, which follows from what the workload is.
 - ``batch``: ``workload_submit_array`` and ``workload_submit_batch``, many at once, all or
   none, through the same checks.
 - ``dry_run``: ``workload_dry_run``, the same checks and the engine's say, nothing written.
+- ``what_if``: ``workload_estimate`` (when it would start, per GPU model, and its price) and
+  ``cluster_what_if`` (what a drain or a reservation would do to the waiting work's
+  estimates), the forecast run on the live state, nothing written.
 - ``cancellation``: ``workload_cancel``.
 - ``run_states``: a run's provisioning, running and end.
 - ``reservations``: ``reservation_create``, ``reservation_cancel``.
@@ -47,12 +50,25 @@ from scheduler.services.run_states import (
 )
 from scheduler.services.standing import check_standing
 from scheduler.services.submission import check_submission, workload_submit
+from scheduler.services.what_if import (
+    ClusterWhatIf,
+    ModelEstimate,
+    ReservationAsked,
+    cluster_what_if,
+    estimates_in_words,
+    workload_estimate,
+)
 
 __all__ = [
+    "ClusterWhatIf",
     "DryRun",
     "EstimatesRefreshed",
+    "ModelEstimate",
+    "ReservationAsked",
     "check_standing",
     "check_submission",
+    "cluster_what_if",
+    "estimates_in_words",
     "fragmentation_sample",
     "priority_class_define",
     "queue_configure",
@@ -70,6 +86,7 @@ __all__ = [
     "workload_cancel",
     "workload_dry_run",
     "workload_endpoints_set",
+    "workload_estimate",
     "workload_estimates_refresh",
     "workload_submit",
     "workload_submit_array",

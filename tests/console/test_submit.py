@@ -294,7 +294,11 @@ def test_a_member_checks_then_submits_in_the_browser(
     page.get_by_label("Runtime estimate (seconds)").fill("0.5")
     page.get_by_role("button", name="Check").click()
     expect(page.get_by_role("heading", name="Could run now")).to_be_visible()
-    assert Workload.objects.count() == 2  # checks write nothing
+    page.get_by_role("button", name="When would it start?").click()
+    expect(page.get_by_role("heading", name="When it would start")).to_be_visible()
+    expect(page.locator("#nc-estimate")).to_contain_text("2 x h100 now")
+    assert serious_violations(page) == []
+    assert Workload.objects.count() == 2  # checks and estimates write nothing
 
     page.get_by_role("button", name="Submit").click()
     page.wait_for_url(re.compile(r"/workloads/[0-9a-f-]{36}$"))

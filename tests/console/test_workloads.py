@@ -17,16 +17,13 @@ from playwright.sync_api import Page, expect
 
 from events.models import Event
 from execution.models import Assignment
-from inventory import services as inventory
-from inventory.lifecycle import NodeState
 from scheduler import services, tasks
 from scheduler.models import Allocation, Workload, WorkloadStatus
 from tenants.models import Project
 from tests.builders import Builder, client_with_key, run
-from tests.builders.fleet import put_in_state
 from tests.console.conftest import Member, Role, member_of, serious_violations, sign_in
 from tests.execution.conftest import Agent, agent_driver, agents
-from tests.scheduler.conftest import GpuFleet, job, ready_fleet
+from tests.scheduler.conftest import GpuFleet, job, model_node, ready_fleet
 
 __all__ = ["agent_driver", "agents"]
 
@@ -65,26 +62,7 @@ def _api(build: Builder, member: Member) -> Any:
 
 
 def _a100_node(fleet: GpuFleet) -> None:
-    model = run(
-        inventory.gpu_model_define,
-        slug="a100",
-        name="A100",
-        vendor="NVIDIA",
-        memory_gib=80,
-        interconnect="nvswitch",
-        shareable=False,
-    )
-    node, _ = run(
-        inventory.node_register,
-        cluster=fleet.cluster,
-        name="fra1-a100",
-        gpu_model=model,
-        cpu_milli=64_000,
-        memory_mib=524_288,
-        gpus=[inventory.GpuSlot(index=g) for g in range(4)],
-        rack=fleet.nodes[0].rack,
-    )
-    put_in_state(node, NodeState.READY)
+    model_node(fleet, "a100", cpu_milli=64_000, memory_mib=524_288, rack=fleet.nodes[0].rack)
 
 
 # --- the list --------------------------------------------------------------------------------

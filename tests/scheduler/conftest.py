@@ -15,8 +15,10 @@ from neocloud.celery import app as celery_app
 from scheduler import scheduling, services, triggers
 from scheduler.models import Workload
 from scheduler.specs import WorkloadSpec
+from tenants import services as tenant_services
 from tenants.models import Organization, Project
 from tests.builders import Builder, run
+from tests.builders.commerce import gpu_model
 from tests.builders.fleet import put_in_state
 
 
@@ -54,6 +56,32 @@ def ready_fleet(nodes: int = 2, gpus: int = 8, slug: str = "fra1") -> GpuFleet:
         )
         made.append(put_in_state(node, NodeState.READY))
     return GpuFleet(cluster=cluster, nodes=made)
+
+
+def quota(tenant: Tenant, max_gpus: int, gpu_model: str = "h100") -> None:
+    """The tenant's project may hold at most ``max_gpus`` of ``gpu_model``."""
+    run(
+        tenant_services.quota_set,
+        organization=tenant.organization,
+        project=tenant.project,
+        gpu_model=gpu_model,
+        max_gpus=max_gpus,
+    )
+
+
+def model_node(fleet: GpuFleet, slug: str, gpus: int = 4, **fields: Any) -> Node:
+    """A ready node of a new GPU model ``slug`` in the fleet's cluster."""
+    node, _ = run(
+        inventory.node_register,
+        cluster=fleet.cluster,
+        name=f"{fleet.cluster.slug}-{slug}",
+        gpu_model=gpu_model(slug),
+        cpu_milli=fields.pop("cpu_milli", 128_000),
+        memory_mib=fields.pop("memory_mib", 1_048_576),
+        gpus=[inventory.GpuSlot(index=g) for g in range(gpus)],
+        **fields,
+    )
+    return put_in_state(node, NodeState.READY)
 
 
 @dataclass

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from events import store
-from inventory import services as inventory
 from neocloud.models import IdempotencyRecord
 from scheduler import services
 from scheduler.models import Workload, WorkloadWait
 from tenants import services as tenant_services
 from tenants.models import Role
 from tests.builders import Builder, client_with_key, run
+from tests.builders.commerce import gpu_model
 from tests.scheduler.conftest import Tenant, job, ready_fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -162,15 +162,7 @@ def test_bad_input_is_refused_as_a_submission_refuses_it_and_nothing_is_written(
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
     ready_fleet(nodes=2, gpus=8)
-    run(  # a model of the catalog that no node has
-        inventory.gpu_model_define,
-        slug="l4",
-        name="L4",
-        vendor="NVIDIA",
-        memory_gib=24,
-        interconnect="pcie",
-        shareable=True,
-    )
+    gpu_model("l4", shareable=True)  # a model of the catalog that no node has
     _quota_of_8(tenant)
     client = _client(build, tenant)
     head = store.head_position()
