@@ -34,7 +34,6 @@ from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
 from scheduler.engine.model import Allocation, Policy, Request, Snapshot
 from scheduler.engine.ordering import ordered
 from scheduler.engine.runtimes import RunSample, RuntimeBook
-from scheduler.simulator.timed import percentile
 from scheduler.simulator.workload import Job, Workload
 
 ESTIMATORS = ("engine", "depth_rate", "backfill_plan")
@@ -83,8 +82,8 @@ def accuracy(pairs: Sequence[tuple[float | None, float, float]]) -> Accuracy:
         within += error <= max(60.0, 0.2 * (start - at))
     finite = sum(e <= 60.0 for e in errors)
     errors.sort()
-    middle = errors[(len(errors) - 1) // 2 : len(errors) // 2 + 1]
-    median = math.inf if math.inf in middle else percentile(errors, 50)
+    middle = errors[(len(errors) - 1) // 2 : len(errors) // 2 + 1]  # one or two
+    median = sum(middle) / len(middle)  # inf when a miss is among them
     return Accuracy(len(pairs), within / len(pairs), finite / len(pairs), median)
 
 
@@ -181,10 +180,16 @@ class Estimates:
         started = time.process_time()
         book = self._learned()
         jobs = self._jobs
+        ran = {a.workload: now - a.started_at for a in snapshot.allocations}
 
         def learned(workload: str) -> Runtime:
             request = jobs[workload].request
-            return book.runtime(request.project, request.shape, request.runtime_estimate_s)
+            return book.runtime(
+                request.project,
+                request.shape,
+                request.runtime_estimate_s,
+                ran_s=ran.get(workload, 0.0),
+            )
 
         engine = forecast(snapshot, pending, policy, now, learned, self.horizon)
         plan = forecast(
@@ -220,7 +225,9 @@ class Estimates:
 
     def figures(self, *, at_submission: bool) -> dict[str, Accuracy]:
         """Each estimator's accuracy over the estimates at submission, or the re-estimates."""
-        made = [m for m in self.made if m.at_submission is at_submission and m.workload in self.started]
+        made = [
+            m for m in self.made if m.at_submission is at_submission and m.workload in self.started
+        ]
         return {
             name: accuracy([(getattr(m, name), self.started[m.workload], m.at) for m in made])
             for name in ESTIMATORS
