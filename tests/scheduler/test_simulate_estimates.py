@@ -7,7 +7,7 @@ import json
 import statistics
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from scheduler.engine.forecast import Basis, Runtime, forecast
 from scheduler.engine.model import Allocation, Node, Placement, Policy, Request, Snapshot
@@ -31,7 +31,7 @@ def test_the_noise_is_reproducible_and_overestimates_in_the_median() -> None:
     assert noisy == workload.with_noise(jobs, workload.Noise(seed=7))
     assert noisy != workload.with_noise(jobs, workload.Noise(seed=8))
     length = {j.request.id: j.runtime_s for j in jobs.jobs}
-    factors = [j.request.runtime_estimate_s / length[j.request.id] for j in noisy.jobs]
+    factors = [(j.request.runtime_estimate_s or 0.0) / length[j.request.id] for j in noisy.jobs]
     assert statistics.median(factors) >= 1.8
     assert 0.7 < sum(f > 1 for f in factors) / len(factors) < 1.0  # most, not all, over
     shorter = sum(j.runtime_s < length[j.request.id] for j in noisy.jobs) / len(noisy.jobs)
@@ -50,7 +50,7 @@ def test_without_noise_the_estimates_are_the_lengths_to_the_minute() -> None:
 
     for before, after in zip(jobs.jobs, exact.jobs, strict=True):
         assert after.runtime_s == before.runtime_s
-        assert 0 <= after.request.runtime_estimate_s - before.runtime_s < 60
+        assert 0 <= (after.request.runtime_estimate_s or 0.0) - before.runtime_s < 60
 
 
 @pytest.mark.parametrize(
@@ -179,3 +179,8 @@ def test_the_command_prints_the_estimate_figures_last() -> None:
     assert keys <= set(payload["baselines"]["backfill_plan"])
     assert payload["estimates"]["count"] > 0
     assert payload["noise"]["factor_median"] == 2.0
+
+
+def test_estimates_need_the_engines_run() -> None:
+    with pytest.raises(CommandError, match="include default"):
+        call_command("simulate", "--mode=time", "--estimates", "--policies=first-fit")
