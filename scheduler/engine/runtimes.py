@@ -25,6 +25,7 @@ any moment).
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -121,21 +122,7 @@ class RuntimeBook:
             )
         else:
             runtime = self._learned(project, shape, array, ran_s)
-        if ran_s:
-            runtime = Runtime(
-                max(runtime.expected_s, ran_s),
-                max(runtime.low_s, ran_s),
-                max(runtime.high_s, ran_s),
-                runtime.basis,
-            )
-        if max_runtime_s:
-            runtime = Runtime(
-                min(runtime.expected_s, max_runtime_s),
-                min(runtime.low_s, max_runtime_s),
-                min(runtime.high_s, max_runtime_s),
-                runtime.basis,
-            )
-        return runtime
+        return _within(runtime, ran_s, max_runtime_s or math.inf)
 
     def _learned(
         self, project: str, shape: tuple[int, ...], array: str | None, ran_s: float
@@ -155,3 +142,13 @@ class RuntimeBook:
                     continue  # it outlived every alike run: ask wider history
                 return Runtime(spread.median, spread.low, spread.high, Basis.LEARNED_RUNTIMES)
         return DEFAULT
+
+
+def _within(runtime: Runtime, least: float, most: float) -> Runtime:
+    """Each figure at least ``least`` (it ran that long) and at most ``most`` (its cap)."""
+    return Runtime(
+        min(max(runtime.expected_s, least), most),
+        min(max(runtime.low_s, least), most),
+        min(max(runtime.high_s, least), most),
+        runtime.basis,
+    )

@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
-from scheduler.engine.model import Allocation, Policy, Request, Snapshot
+from scheduler.engine.model import Policy, Request, Snapshot
 from scheduler.engine.ordering import ordered
 from scheduler.engine.runtimes import RunSample, RuntimeBook
+from scheduler.simulator.timed import Decided
 from scheduler.simulator.workload import Job, Workload
 
 ESTIMATORS = ("engine", "depth_rate", "backfill_plan")
@@ -145,19 +146,13 @@ class Estimates:
             RunSample(request.project, request.shape, job.runtime_s, request.runtime_estimate_s)
         )
 
-    def decided(
-        self,
-        now: float,
-        snapshot: Snapshot,
-        pending: Sequence[Job],
-        policy: Policy,
-        granted: Sequence[Allocation],
-    ) -> None:
-        for allocation in granted:
+    def decided(self, instant: Decided) -> None:
+        now, snapshot, policy = instant.now, instant.snapshot, instant.policy
+        for allocation in instant.granted:
             self.started.setdefault(allocation.workload, now)
             self._seen.add(allocation.workload)
             self._admissions.append(now)
-        requests = [job.request for job in pending]
+        requests = [job.request for job in instant.pending]
         self._state = (snapshot, requests, policy)
         arrived = [r.id for r in requests if r.id not in self._seen]
         self._seen.update(arrived)

@@ -126,6 +126,18 @@ def cohort_policy(workload: Workload, shapes: Shapes, usage: Mapping[str, float]
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """An instant of the engine's run once its decisions are applied: ``snapshot`` runs,
+    ``pending`` waits, ``granted`` started now."""
+
+    now: float
+    snapshot: Snapshot
+    pending: Sequence[Job]
+    policy: Policy
+    granted: Sequence[Allocation]
+
+
 class Observer(Protocol):
     """Watches the engine's run (``default``) without changing it: what ended, what each
     instant decided, and the quiet time between instants."""
@@ -136,15 +148,8 @@ class Observer(Protocol):
     def ended(self, job: Job, now: float) -> None:
         """``job`` ended by itself at ``now`` (not preempted)."""
 
-    def decided(
-        self,
-        now: float,
-        snapshot: Snapshot,
-        pending: Sequence[Job],
-        policy: Policy,
-        granted: Sequence[Allocation],
-    ) -> None:
-        """The instant's decisions are applied: ``snapshot`` runs, ``pending`` waits."""
+    def decided(self, instant: Decided) -> None:
+        """The instant's decisions are applied."""
 
 
 def run_time(
@@ -265,7 +270,7 @@ def run_time(
             heapq.heappush(events, (now + job.runtime_s, 0, sequence, job_id, attempt))
         if observer is not None:
             snapshot = Snapshot(nodes, tuple(a for a, _ in running.values()))
-            observer.decided(now, snapshot, list(pending.values()), policy, granted)
+            observer.decided(Decided(now, snapshot, list(pending.values()), policy, granted))
         # 4. The state until the next instant.
         allocated = sum(a.gpu_milli for a, _ in running.values())
         current_alloc = 100.0 * allocated / total if total else 0.0
