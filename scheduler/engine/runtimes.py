@@ -14,10 +14,18 @@ Where the figures come from, first that applies:
 
 A run's duration counts from its start to its end, when it ended by itself (succeeded or
 failed), not when it was preempted or cancelled. A workload's ``max_runtime_s`` caps all three.
+
+A workload that has already run ``ran_s`` is like the runs that lasted at least as long: the
+figures come from those samples only (the ratios above ``ran_s`` / estimate, or the durations
+above ``ran_s``), so work that outlived its expected end is not expected to end at once. When
+no sample lasted that long, or with no history, each figure is at least ``ran_s`` (it may end
+any moment).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -48,8 +56,17 @@ class Spread:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Spread:
-        ordered = sorted(values)
+        return cls.of_sorted(sorted(values))
+
+    @classmethod
+    def of_sorted(cls, ordered: Sequence[float]) -> Spread:
         return cls(_quantile(ordered, 0.5), _quantile(ordered, 0.1), _quantile(ordered, 0.9))
+
+    @classmethod
+    def above(cls, ordered: Sequence[float], least: float) -> Spread | None:
+        """The spread of the sorted values above ``least`` (None: none is)."""
+        rest = ordered[bisect.bisect_right(ordered, least) :]
+        return cls.of_sorted(rest) if rest else None
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:
@@ -79,10 +96,9 @@ class RuntimeBook:
             if sample.estimate_s:
                 for key in (("project", sample.project), ("fleet",)):
                     ratios.setdefault(key, []).append(sample.duration_s / sample.estimate_s)
-        self._durations = {key: Spread.of(values) for key, values in durations.items()}
-        self._counts = {key: len(values) for key, values in durations.items()}
+        self._durations = {key: sorted(values) for key, values in durations.items()}
         self._ratios = {
-            key: Spread.of(values) for key, values in ratios.items() if len(values) >= min_samples
+            key: sorted(values) for key, values in ratios.items() if len(values) >= min_samples
         }
 
     def runtime(
@@ -93,26 +109,24 @@ class RuntimeBook:
         *,
         array: str | None = None,
         max_runtime_s: float | None = None,
+        ran_s: float = 0.0,
     ) -> Runtime:
-        """The runtime of a workload of ``project`` and ``shape`` (see the module's rules)."""
+        """The runtime of a workload of ``project`` and ``shape`` that has run ``ran_s`` so far
+        (see the module's rules)."""
         if estimate_s:
-            known = self._ratios.get(("project", project)) or self._ratios.get(("fleet",))
+            ratios = self._ratios.get(("project", project)) or self._ratios.get(("fleet",))
+            known = Spread.above(ratios, ran_s / estimate_s) if ratios else None
             median, low, high = (known.median, known.low, known.high) if known else ESTIMATE_RATIOS
             runtime = Runtime(
                 estimate_s * median, estimate_s * low, estimate_s * high, Basis.RUNTIME_ESTIMATES
             )
         else:
-            runtime = self._learned(project, shape, array)
-        if max_runtime_s:
-            runtime = Runtime(
-                min(runtime.expected_s, max_runtime_s),
-                min(runtime.low_s, max_runtime_s),
-                min(runtime.high_s, max_runtime_s),
-                runtime.basis,
-            )
-        return runtime
+            runtime = self._learned(project, shape, array, ran_s)
+        return _within(runtime, ran_s, max_runtime_s or math.inf)
 
-    def _learned(self, project: str, shape: tuple[int, ...], array: str | None) -> Runtime:
+    def _learned(
+        self, project: str, shape: tuple[int, ...], array: str | None, ran_s: float
+    ) -> Runtime:
         candidates: list[tuple[tuple[object, ...], int]] = [
             (("project", project, shape), self.min_samples),
             (("project", project), self.min_samples),
@@ -121,7 +135,20 @@ class RuntimeBook:
         if array:
             candidates.insert(0, (("array", array), 1))
         for key, least in candidates:
-            if self._counts.get(key, 0) >= least:
-                spread = self._durations[key]
+            durations = self._durations.get(key, ())
+            if len(durations) >= least:
+                spread = Spread.above(durations, ran_s)
+                if spread is None:
+                    continue  # it outlived every alike run: ask wider history
                 return Runtime(spread.median, spread.low, spread.high, Basis.LEARNED_RUNTIMES)
         return DEFAULT
+
+
+def _within(runtime: Runtime, least: float, most: float) -> Runtime:
+    """Each figure at least ``least`` (it ran that long) and at most ``most`` (its cap)."""
+    return Runtime(
+        min(max(runtime.expected_s, least), most),
+        min(max(runtime.low_s, least), most),
+        min(max(runtime.high_s, least), most),
+        runtime.basis,
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.simulator.atc23 import FGD_UNALLOCATED_130
+from scheduler.simulator.estimates import Estimates
 from scheduler.simulator.fill import FillResult
 from scheduler.simulator.timed import TimeRun
 
@@ -123,6 +124,21 @@ def time_lines(runs: Mapping[str, TimeRun]) -> list[str]:
             f" {jct['p50']:>9.0f} {run.allocated_pct:>7.1f} {run.fragmented_pct:>6.1f}"
             f" {run.fairness:>6.3f} {run.preemptions:>7} {run.completed:>5}"
         )
+    return lines
+
+
+def estimate_lines(observed: Estimates) -> list[str]:
+    """The start-time estimates' table: each estimator at submission and re-estimated."""
+    lines = [
+        f"{'estimates':<14} {'when':<14} {'count':>6} {'within':>7} {'<=60s':>6} {'median':>8}"
+    ]
+    for when, at_submission in (("at submission", True), ("re-estimated", False)):
+        for name, figures in observed.figures(at_submission=at_submission).items():
+            median = figures.median_abs_error_s
+            lines.append(
+                f"{name:<14} {when:<14} {figures.count:>6} {100 * figures.within_share:>6.1f}%"
+                f" {100 * figures.within_60s_share:>5.1f}% {median:>7.0f}s"
+            )
     return lines
 
 

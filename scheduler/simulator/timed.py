@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.cycle import schedule
@@ -125,10 +126,44 @@ def cohort_policy(workload: Workload, shapes: Shapes, usage: Mapping[str, float]
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """An instant of the engine's run once its decisions are applied: ``snapshot`` runs,
+    ``pending`` waits, ``granted`` started now."""
+
+    now: float
+    snapshot: Snapshot
+    pending: Sequence[Job]
+    policy: Policy
+    granted: Sequence[Allocation]
+
+
+class Observer(Protocol):
+    """Watches the engine's run (``default``) without changing it: what ended, what each
+    instant decided, and the quiet time between instants."""
+
+    def passing(self, last: float, now: float) -> None:
+        """Nothing happens after ``last`` until ``now``: the state is as ``decided`` left it."""
+
+    def ended(self, job: Job, now: float) -> None:
+        """``job`` ended by itself at ``now`` (not preempted)."""
+
+    def decided(self, instant: Decided) -> None:
+        """The instant's decisions are applied."""
+
+
 def run_time(
-    workload: Workload, policy_name: str, *, seed: int = 42, half_life_s: float = 3600.0
+    workload: Workload,
+    policy_name: str,
+    *,
+    seed: int = 42,
+    half_life_s: float = 3600.0,
+    observer: Observer | None = None,
 ) -> TimeRun:
-    """Simulate one policy until every job has ended or can never start."""
+    """Simulate one policy until every job has ended or can never start (``observer``
+    watches the engine's policy only)."""
+    if observer is not None and policy_name != "default":
+        raise ValueError("only the engine's run (default) can be observed")
     started = time.perf_counter()
     nodes = workload.nodes
     shapes: Shapes = workload.shapes or {}
@@ -172,6 +207,8 @@ def run_time(
                 usage[allocation.queue] = usage.get(allocation.queue, 0.0) + (
                     allocation.gpu_milli * elapsed / 3600.0
                 )
+        if observer is not None:
+            observer.passing(last, now)
         last = now
         # 2. Everything that happens now: completions first, then arrivals.
         while events and events[0][0] == now:
@@ -186,6 +223,8 @@ def run_time(
             capacity.give(held[0])
             run.completed += 1
             run.jcts_s.append(now - jobs[job_id].arrival_s)
+            if observer is not None:
+                observer.ended(jobs[job_id], now)
         # 3. Decide.
         granted: list[Allocation] = []
         if placer is None:
@@ -229,6 +268,9 @@ def run_time(
                 run.starts.append((now, now - job.arrival_s))
             sequence += 1
             heapq.heappush(events, (now + job.runtime_s, 0, sequence, job_id, attempt))
+        if observer is not None:
+            snapshot = Snapshot(nodes, tuple(a for a, _ in running.values()))
+            observer.decided(Decided(now, snapshot, list(pending.values()), policy, granted))
         # 4. The state until the next instant.
         allocated = sum(a.gpu_milli for a, _ in running.values())
         current_alloc = 100.0 * allocated / total if total else 0.0

@@ -166,16 +166,19 @@ def from_trace(
     *,
     max_jobs: int | None = None,
     speedup: float = 1.0,
+    skip_jobs: int = 0,
 ) -> Workload:
     """Jobs from a pod list's times: arrival at ``creation_time`` (from the first pod on, divided
     by ``speedup``), runtime from scheduling (or creation) to deletion. Pods without times, or
-    that ask for no GPU, are left out."""
+    that ask for no GPU, are left out; so are the first ``skip_jobs`` by creation time (the
+    bundled list's first pods are a few services spread over months before its busy weeks)."""
     timed = [
         (pod, pod.qos)
         for pod in pods
         if pod.created_at is not None and pod.deleted_at is not None and pod.gpu_demand_milli
     ]
     timed.sort(key=lambda item: (item[0].created_at or 0.0, item[0].request.id))
+    timed = timed[skip_jobs:]
     if max_jobs is not None:
         timed = timed[:max_jobs]
     if not timed:
@@ -220,3 +223,68 @@ def _draw(rng: random.Random, weighted: Sequence[tuple[T, float]]) -> T:
         if point < 0:
             return value
     return weighted[-1][0]
+
+
+# Round figures users pick for a runtime estimate (15 min .. 1 week), seconds.
+ROUND_ESTIMATES_S: tuple[float, ...] = tuple(
+    h * 3600.0 for h in (0.25, 0.5, 1, 2, 4, 8, 12, 24, 48, 72, 168)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Noise:
+    """How users' runtime estimates and their jobs' real runtimes differ, as users' do.
+
+    For each job, with its length ``L`` from the workload (the trace's duration, or the
+    generator's draw):
+
+    - the user's estimate is ``L`` times a factor drawn log-normally with median
+      ``factor_median`` and sigma ``factor_sigma`` (most overestimate, about 8 % under at the
+      defaults); with probability ``round_share`` it is then rounded up to the next of
+      ``ROUND_ESTIMATES_S`` (1 h, 4 h, 24 h...), else up to a whole minute;
+    - the job really runs ``L``, except that ``fail_share`` of the jobs fail after a fraction
+      of ``L`` drawn uniformly from (0, 1), and ``early_share`` end early (converged, or
+      stopped by the user) after a uniform fraction from ``early_from`` to 1.
+
+    The real runtime drives the simulation; the engine and the forecasts see only the
+    estimate. Draws are made in job-id order from ``random.Random(seed)``: reproducible.
+    """
+
+    factor_median: float = 2.0
+    factor_sigma: float = 0.5
+    round_share: float = 0.5
+    fail_share: float = 0.1
+    early_share: float = 0.1
+    early_from: float = 0.5
+    seed: int = 42
+
+
+def with_noise(workload: Workload, noise: Noise) -> Workload:
+    """The workload with noisy estimates and real runtimes (see ``Noise``)."""
+    if noise.factor_median <= 0 or noise.factor_sigma < 0:
+        raise ValueError("the estimate factor's median must be positive, its sigma not negative")
+    if not 0 <= noise.fail_share + noise.early_share <= 1 or not 0 <= noise.early_from <= 1:
+        raise ValueError("fail and early shares must sum to at most 1, early_from within 0..1")
+    rng = random.Random(noise.seed)  # noqa: S311 -- a reproducible simulation, not a secret
+    mu = math.log(noise.factor_median)
+    noisy: dict[str, Job] = {}
+    for job in sorted(workload.jobs, key=lambda j: j.request.id):
+        length = job.runtime_s
+        estimate = length * rng.lognormvariate(mu, noise.factor_sigma)
+        if rng.random() < noise.round_share:
+            estimate = next(
+                (r for r in ROUND_ESTIMATES_S if r >= estimate),
+                math.ceil(estimate / 86400.0) * 86400.0,
+            )
+        else:
+            estimate = math.ceil(estimate / 60.0) * 60.0
+        fate, fraction = rng.random(), rng.random()
+        runtime = length
+        if fate < noise.fail_share:
+            runtime = max(1.0, length * fraction)
+        elif fate < noise.fail_share + noise.early_share:
+            runtime = max(1.0, length * (noise.early_from + (1 - noise.early_from) * fraction))
+        noisy[job.request.id] = replace(
+            job, request=replace(job.request, runtime_estimate_s=estimate), runtime_s=runtime
+        )
+    return replace(workload, jobs=tuple(noisy[job.request.id] for job in workload.jobs))

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.simulator import atc23, fill, report, timed, trace, workload
+from scheduler.engine.forecast import Horizon
+from scheduler.simulator import atc23, estimates, fill, report, timed, trace, workload
 from scheduler.simulator.placers import POLICIES
+
+# The forecast's steps in the simulation (see ``Horizon``): finer than the default, measured
+# in README ("Start-time estimates, measured").
+ESTIMATE_HORIZON = Horizon(step_share=0.01)
 
 
 class Command(BaseCommand):
@@ -86,7 +92,22 @@ class Command(BaseCommand):
             "--speedup", type=float, default=1.0, help="trace source: divide inter-arrival times"
         )
         time_group.add_argument(
+            "--skip-jobs", type=int, default=0, help="trace source: start after the first N pods"
+        )
+        time_group.add_argument(
             "--half-life", type=float, default=3600.0, help="fair-share usage half-life, s"
+        )
+        time_group.add_argument(
+            "--estimates",
+            action="store_true",
+            help="measure start-time estimates (the engine's run) beside two baselines, with"
+            " noisy runtime estimates (see workload.Noise)",
+        )
+        time_group.add_argument(
+            "--noise-seed", type=int, help="seed of the runtime noise (default: --seed)"
+        )
+        time_group.add_argument(
+            "--estimate-every", type=float, default=300.0, help="re-estimate waiting work, s"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -161,7 +182,11 @@ class Command(BaseCommand):
             )
             pods = trace.load_pods(trace.resolve(options["trace"], trace.pod_file(options["pods"])))
             jobs = workload.from_trace(
-                nodes, pods, max_jobs=options["num_jobs"], speedup=options["speedup"]
+                nodes,
+                pods,
+                max_jobs=options["num_jobs"],
+                speedup=options["speedup"],
+                skip_jobs=options["skip_jobs"],
             )
             meta: dict[str, object] = {"source": "trace", "pods": options["pods"]}
         else:
@@ -178,18 +203,40 @@ class Command(BaseCommand):
             meta = {"source": "synthetic", "seed": options["seed"]}
         meta["jobs"] = len(jobs.jobs)
         meta["capacity_gpus"] = sum(node.gpu_count for node in jobs.nodes)
+        observer = None
+        if options["estimates"]:
+            if "default" not in policies:
+                raise CommandError("--estimates measures the engine's run: include default")
+            if options["estimate_every"] <= 0:
+                raise CommandError("--estimate-every must be > 0")
+            seed = options["seed"] if options["noise_seed"] is None else options["noise_seed"]
+            noise = workload.Noise(seed=seed)
+            jobs = workload.with_noise(jobs, noise)
+            meta["noise"] = {**asdict(noise), "round_estimates_s": workload.ROUND_ESTIMATES_S}
+            observer = estimates.Estimates(
+                jobs, every_s=options["estimate_every"], horizon=ESTIMATE_HORIZON
+            )
         runs = {
             policy: timed.run_time(
-                jobs, policy, seed=options["seed"], half_life_s=options["half_life"]
+                jobs,
+                policy,
+                seed=options["seed"],
+                half_life_s=options["half_life"],
+                observer=observer if policy == "default" else None,
             )
             for policy in policies
         }
         if options["plot"]:
             for path in report.plot_time(runs, options["plot"]):
                 sys.stderr.write(f"wrote {path}\n")
+        payload = report.time_json(runs, meta)
+        if observer is not None:
+            payload |= observer.as_json()
         if not options["json"]:
             self.stdout.write("\n".join(report.time_lines(runs)))
-        self.stdout.write(json.dumps(report.time_json(runs, meta), sort_keys=True))
+            if observer is not None:
+                self.stdout.write("\n".join(report.estimate_lines(observer)))
+        self.stdout.write(json.dumps(payload, sort_keys=True))
 
 
 def _pod_lists(text: str) -> list[str]:
