@@ -67,14 +67,17 @@ def bench_estimates(scale: float) -> dict[str, Any]:
     requests = {r.id: r for r in pending}
     known: dict[str, Runtime] = {}
     for allocation in state.allocations:
+        ran = max(0.0, NOW + 1 - allocation.started_at)  # as the service passes it
         request = requests.get(allocation.workload)
         if request is not None:
             known[allocation.workload] = book.runtime(
-                request.queue, request.shape, request.runtime_estimate_s
+                request.queue, request.shape, request.runtime_estimate_s, ran_s=ran
             )
         else:  # the scenario's running work: one GPU or a few, no estimate
             gpus = sum(len(p.gpus) for p in allocation.placements)
-            known[allocation.workload] = book.runtime(allocation.queue, (gpus, WHOLE, 1), None)
+            known[allocation.workload] = book.runtime(
+                allocation.queue, (gpus, WHOLE, 1), None, ran_s=ran
+            )
     for request in waiting:
         known[request.id] = book.runtime(request.queue, request.shape, request.runtime_estimate_s)
     runtime_of = known.__getitem__

@@ -52,8 +52,9 @@ def runtime_book(cluster_id: uuid.UUID) -> RuntimeBook:
     )
 
 
-def runtimes_of(view: ClusterView, book: RuntimeBook) -> RuntimeOf:
-    """Each workload of the view (waiting or running) with its runtime by ``book``."""
+def runtimes_of(view: ClusterView, book: RuntimeBook, now: float) -> RuntimeOf:
+    """Each workload of the view (waiting or running) with its runtime by ``book``; running
+    work as long as the past runs that lasted at least as long as it has run by ``now``."""
     extra = _arrays_and_limits(view.requests)
     known: dict[str, Runtime] = {}
     for workload, request in view.requests.items():
@@ -64,6 +65,9 @@ def runtimes_of(view: ClusterView, book: RuntimeBook) -> RuntimeOf:
             request.runtime_estimate_s,
             array=array,
             max_runtime_s=limit,
+            ran_s=max(0.0, now - view.running[workload][1].started_at)
+            if workload in view.running
+            else 0.0,
         )
     for fault in view.faults:
         known[fault.workload] = NEVER_ENDS

@@ -101,7 +101,7 @@ def _forecast(cluster_id: uuid.UUID, now: datetime) -> dict[str, StartEstimate]:
         cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now
     ).as_of(now.timestamp())
     policy = replace(view.policy, usage_history=queues, organization_usage=organizations)
-    runtime_of = runtimes_of(view, runtime_book(cluster_id))
+    runtime_of = runtimes_of(view, runtime_book(cluster_id), now.timestamp())
     return forecast(snapshot_of(view), pending, policy, now.timestamp(), runtime_of, HORIZON)
 
 

@@ -90,7 +90,7 @@ def _inputs(cluster_id: uuid.UUID, now: datetime) -> _Inputs:
         view=view,
         snapshot=Snapshot(view.nodes, running),
         policy=replace(view.policy, usage_history=queues, organization_usage=organizations),
-        runtime_of=runtimes_of(view, book),
+        runtime_of=runtimes_of(view, book, now.timestamp()),
         book=book,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from hypothesis import given
@@ -20,7 +21,7 @@ def _running(workload: str, gpus: int, started_at: float) -> Allocation:
     return Allocation(workload, "q", "h100", (placement,), started_at=started_at)
 
 
-def _exact(seconds: dict[str, float]):
+def _exact(seconds: dict[str, float]) -> Callable[[str], Runtime]:
     return lambda workload: Runtime(
         seconds[workload], seconds[workload], seconds[workload], Basis.LEARNED_RUNTIMES
     )
