@@ -15,10 +15,9 @@ latest estimate the last one made before its start.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
@@ -27,8 +26,8 @@ from neocloud.core.transactions import session_try_lock
 from scheduler import hooks
 from scheduler.engine.forecast import Horizon, StartEstimate, forecast
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadEstimate
-from scheduler.selectors.runtimes import runtime_book, runtimes_of
-from scheduler.snapshot import cluster_usage, cluster_view, snapshot_of, waiting_of
+from scheduler.selectors.forecasts import forecast_inputs
+from scheduler.snapshot import waiting_of
 
 LOCK_CLASS = 7002  # advisory lock class of estimate refreshes (cycles take 7001)
 HORIZON = Horizon()
@@ -93,16 +92,13 @@ def _settle(cluster_id: uuid.UUID) -> tuple[int, int]:
 
 def _forecast(cluster_id: uuid.UUID, now: datetime) -> dict[str, StartEstimate]:
     """The forecast of the cluster's waiting work as a cycle run at ``now`` would see it."""
-    view = cluster_view(cluster_id)
-    pending = waiting_of(view)
+    inputs = forecast_inputs(cluster_id, now)
+    pending = waiting_of(inputs.view)
     if not pending:
         return {}
-    queues, organizations = cluster_usage(
-        cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now
-    ).as_of(now.timestamp())
-    policy = replace(view.policy, usage_history=queues, organization_usage=organizations)
-    runtime_of = runtimes_of(view, runtime_book(cluster_id), now.timestamp())
-    return forecast(snapshot_of(view), pending, policy, now.timestamp(), runtime_of, HORIZON)
+    return forecast(
+        inputs.snapshot, pending, inputs.policy, now.timestamp(), inputs.runtime_of, HORIZON
+    )
 
 
 def _moment(at: float | None) -> datetime | None:

@@ -20,23 +20,21 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 
-from django.conf import settings
 from django.utils import timezone
 
 from inventory.models import Cluster
 from inventory.selectors import nodes_in_service
 from neocloud.core.errors import ValidationFailed
 from scheduler import hooks
-from scheduler.engine.forecast import Basis, Runtime, RuntimeOf, StartEstimate, forecast
-from scheduler.engine.model import Policy, Request, Reservation, Snapshot
-from scheduler.engine.runtimes import RuntimeBook
+from scheduler.engine.forecast import Basis, Runtime, StartEstimate, forecast
+from scheduler.engine.model import Request, Reservation
 from scheduler.errors import GpuHoursExhausted, QuotaExceeded, Unschedulable
 from scheduler.models import Reservation as ReservationRow
 from scheduler.models import Workload
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
-from scheduler.selectors.runtimes import runtime_book, runtimes_of
+from scheduler.selectors.forecasts import ForecastInputs, forecast_inputs
 from scheduler.services.submission import check_submission
-from scheduler.snapshot import ClusterView, cluster_usage, cluster_view, request_of, waiting_of
+from scheduler.snapshot import ClusterView, request_of, waiting_of
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.models import Project
@@ -69,32 +67,6 @@ class ModelEstimate:
     currency: str | None
 
 
-@dataclass(frozen=True)
-class _Inputs:
-    """What a forecast of one cluster reads, read once per cluster."""
-
-    view: ClusterView
-    snapshot: Snapshot
-    policy: Policy
-    runtime_of: RuntimeOf  # of the work in the view
-    book: RuntimeBook  # for work not in it yet
-
-
-def _inputs(cluster_id: uuid.UUID, now: datetime) -> _Inputs:
-    view = cluster_view(cluster_id)
-    usage = cluster_usage(cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
-    queues, organizations = usage.as_of(now.timestamp())
-    book = runtime_book(cluster_id)
-    running = view.faults + tuple(a for _, a in view.running.values())
-    return _Inputs(
-        view=view,
-        snapshot=Snapshot(view.nodes, running),
-        policy=replace(view.policy, usage_history=queues, organization_usage=organizations),
-        runtime_of=runtimes_of(view, book, now.timestamp()),
-        book=book,
-    )
-
-
 def _moment(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
@@ -110,7 +82,7 @@ def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> 
     plan = PricePlan(check_submission(actor=actor, project=project, spec=spec).price_plan)
     now = timezone.now()
     facts = fleet_facts()
-    inputs: dict[uuid.UUID, _Inputs] = {}
+    inputs: dict[uuid.UUID, ForecastInputs] = {}
     answers = []
     for gpu_model, cluster in _candidates(spec, facts):
         if cluster is None:
@@ -123,7 +95,7 @@ def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> 
             answers.append(_never(narrowed, gpu_model, cluster, plan, refused.message, now))
             continue
         if cluster.pk not in inputs:
-            inputs[cluster.pk] = _inputs(cluster.pk, now)
+            inputs[cluster.pk] = forecast_inputs(cluster.pk, now)
         answers.append(
             _estimate(
                 inputs[cluster.pk],
@@ -226,7 +198,7 @@ def _nowhere(spec: WorkloadSpec, gpu_model: str, plan: PricePlan, now: datetime)
 
 
 def _estimate(
-    inputs: _Inputs,
+    inputs: ForecastInputs,
     candidate: Request,
     spec: WorkloadSpec,
     cluster: Cluster,
@@ -342,7 +314,7 @@ def cluster_what_if(
         raise ValidationFailed("ask for a drain or a reservation", fields={"drain": ["required"]})
     drained = _drained(cluster, drain)
     now = timezone.now()
-    inputs = _inputs(cluster.pk, now)
+    inputs = forecast_inputs(cluster.pk, now)
     pending = waiting_of(inputs.view)
     at = now.timestamp()
     before = forecast(inputs.snapshot, pending, inputs.policy, at, inputs.runtime_of)
