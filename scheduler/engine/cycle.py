@@ -150,7 +150,7 @@ class Scheduler:
     def cycle(self, pending: Sequence[Request], now: float) -> Decisions:
         """Decide for ``pending`` (see ``schedule``) and apply the decisions."""
         policy = self.policy
-        shapes = _shapes(policy, pending)
+        shapes = shapes_of(policy, pending)
         cluster = Cluster(self.capacity, self.ledger, self.by_cost, policy, shapes, self.no_room)
         granted: list[Allocation] = []
         preempted: list[Preemption] = []
@@ -261,7 +261,7 @@ class Scheduler:
         return reason
 
 
-def _shapes(policy: Policy, pending: Sequence[Request]) -> Shapes:
+def shapes_of(policy: Policy, pending: Sequence[Request]) -> Shapes:
     """The typical shapes: configured, else learned from what is asked for now."""
     if policy.typical_shapes:
         return policy.typical_shapes

@@ -31,7 +31,7 @@ from itertools import count
 from scheduler.engine import backfill
 from scheduler.engine.admission import acceptable_models
 from scheduler.engine.capacity import Capacity
-from scheduler.engine.cycle import Scheduler, _shapes
+from scheduler.engine.cycle import Scheduler, shapes_of
 from scheduler.engine.model import Allocation, Policy, ReasonCode, Request, Snapshot
 from scheduler.engine.ordering import ordered
 
@@ -100,7 +100,7 @@ def forecast(
     never = _never_fits(snapshot, pending, policy)
     # The typical shapes of now, for every cycle ahead (the engine would learn them from what
     # waits, cycle by cycle); the queue in the engine's order of now, which aging keeps.
-    policy = replace(policy, typical_shapes=_shapes(policy, pending))
+    policy = replace(policy, typical_shapes=shapes_of(policy, pending))
     line = ordered(pending, policy, now)  # those that never fit stay in it, as in a cycle
     runs = {
         scenario: _run_forward(snapshot, line, policy, now, runtime_of, horizon, scenario)
@@ -135,7 +135,7 @@ def _never_fits(snapshot: Snapshot, pending: Sequence[Request], policy: Policy) 
     nodes = tuple(n for n in snapshot.nodes if n.schedulable)
     in_fleet = {n.gpu_model for n in nodes if n.gpu_model}
     empty = Capacity(Snapshot(nodes))
-    shapes = _shapes(policy, pending)
+    shapes = shapes_of(policy, pending)
     fits: dict[tuple[object, ...], bool] = {}
     never = set()
     for request in pending:
