@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import Allocation, PendingReason, Request
-from scheduler.engine.placement import Shapes, place
+from scheduler.engine.placement import Shapes, fits_node, place
 
 
 @dataclass
@@ -144,15 +144,39 @@ def earliest_start(
     shapes: Shapes,
 ) -> float:
     """When the request could start if running work ends as estimated (inf: unknown): the
-    ``ending`` work (soonest first) given back until it fits, then taken again."""
+    ``ending`` work (soonest first) given back until it fits, then taken again.
+
+    Whether a request fits depends only on which nodes could hold its share of one node (a
+    gang needs enough of them, in one rack or across racks), so a request that does not fit
+    yet is weighed again only when a node just given back to could hold a share."""
     released: list[Allocation] = []
     start = float("inf")
+    fitting = fits(capacity, request, models, shapes)
     for ends_at, allocation in ending:
         capacity.give(allocation)
         released.append(allocation)
+        if not fitting and not _may_hold(capacity, allocation, request, models):
+            continue
         if fits(capacity, request, models, shapes):
             start = ends_at
             break
     for allocation in released:
         capacity.take(allocation)
     return start
+
+
+def _may_hold(
+    capacity: Capacity, allocation: Allocation, request: Request, models: list[str]
+) -> bool:
+    """Whether a node of ``allocation`` has the GPUs, CPU and memory the request asks of one
+    node (necessary for a share to fit there, not sufficient: GPU domains are not weighed)."""
+    milli, wanted = request.gpu_milli, request.gpus_per_node
+    for placement in allocation.placements:
+        node = capacity.nodes.get(placement.node)
+        if (
+            node is not None
+            and fits_node(capacity, node, request, models)
+            and sum(f >= milli for f in capacity.gpu_free[node.name]) >= wanted
+        ):
+            return True
+    return False

@@ -40,10 +40,10 @@ def schedule(
 
 
 # What placement reads of a request: its shape, gang minimum, CPU, memory and topology.
-_Fit = tuple[int, int, int, int, int, int, Topology]
+Fit = tuple[int, int, int, int, int, int, Topology]
 
 
-def _fit_key(request: Request) -> _Fit:
+def fit_key(request: Request) -> Fit:
     return (
         request.gpus_per_node,
         request.nodes,
@@ -80,12 +80,12 @@ class Scheduler:
         self.by_cost = ByCost(self.running.values())
         # Memos. ``_changes`` moves whenever capacity or running work changes for good.
         self._changes = 0
-        self._starts: dict[tuple[_Fit, tuple[str, ...]], tuple[int, float]] = {}
-        self._no_room: dict[tuple[_Fit, str], tuple[int, PendingReason]] = {}
+        self._starts: dict[tuple[Fit, tuple[str, ...]], tuple[int, float]] = {}
+        self._no_room: dict[tuple[Fit, str], tuple[int, PendingReason]] = {}
         # Capacity with every running workload of these models gone; it moves only when work
         # of other models sits on their nodes (see ``_foreign``).
         self._empty: dict[tuple[str, ...], Capacity] = {}
-        self._fits_empty: dict[tuple[_Fit, tuple[str, ...]], bool] = {}
+        self._fits_empty: dict[tuple[Fit, tuple[str, ...]], bool] = {}
 
     @property
     def snapshot(self) -> Snapshot:
@@ -226,7 +226,7 @@ class Scheduler:
         other models (there by exception) and the nodes themselves make them, so the answer
         is kept until such work moves. Whether a request fits does not depend on the typical
         shapes (they only rank the nodes it fits)."""
-        key = (_fit_key(request), tuple(models))
+        key = (fit_key(request), tuple(models))
         fits = self._fits_empty.get(key)
         if fits is None:
             empty = self._empty.get(key[1])
@@ -241,7 +241,7 @@ class Scheduler:
 
     def _earliest_start(self, request: Request, models: list[str], shapes: Shapes) -> float:
         """When the request could start if running work ends as estimated (inf: unknown)."""
-        key = (_fit_key(request), tuple(models))
+        key = (fit_key(request), tuple(models))
         known = self._starts.get(key)
         if known is not None and known[0] == self._changes:
             return known[1]
@@ -252,7 +252,7 @@ class Scheduler:
 
     def no_room(self, request: Request, model: str) -> PendingReason:
         """Why the request fits nowhere on ``model`` now (``reasons.no_room``), memoised."""
-        key = (_fit_key(request), model)
+        key = (fit_key(request), model)
         known = self._no_room.get(key)
         if known is not None and known[0] == self._changes:
             return known[1]

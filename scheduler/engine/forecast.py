@@ -4,9 +4,13 @@ waiting workload will start and how sure that is.
 The forward run is the engine itself (``Scheduler.cycle``) at instants where running work is
 expected to end or a reservation opens or closes: the engine decides with what it will know
 then (the users' runtime estimates, for backfill), while the forecast ends each run when its
-*expected* runtime says (learned from history, see ``Runtime``). It is run three times: with
-every runtime at its expected value (the estimate), at its 10th percentile (the earliest) and
-at its 90th (the latest). Each workload's range is the span of its starts in the three runs.
+*expected* runtime says (learned from history, see ``Runtime``). It is run once, with every
+runtime at its expected value (the estimate). The range comes from the same run, as a critical
+path method would: each start waited for the latest end given back before it (its
+predecessor), so its earliest start is its predecessor's end with every runtime along that
+chain at its 10th percentile, and its latest with them at the 90th. Three forward runs (one per
+percentile) cost three times as much; the chain leaves out how the order would change if all
+the work ran short or long (the engine might then fit others first).
 
 Instants further out are grouped: the engine runs at the next instant work ends, or later by
 ``step(t)`` = max(``min_step_s``, ``step_share`` of the time ahead of ``now``), whichever is
@@ -31,7 +35,7 @@ from itertools import count
 from scheduler.engine import backfill
 from scheduler.engine.admission import acceptable_models
 from scheduler.engine.capacity import Capacity
-from scheduler.engine.cycle import Scheduler, shapes_of
+from scheduler.engine.cycle import Fit, Scheduler, fit_key, shapes_of
 from scheduler.engine.model import Allocation, Policy, ReasonCode, Request, Snapshot
 from scheduler.engine.ordering import ordered
 
@@ -102,29 +106,29 @@ def forecast(
     # waits, cycle by cycle); the queue in the engine's order of now, which aging keeps.
     policy = replace(policy, typical_shapes=shapes_of(policy, pending))
     line = ordered(pending, policy, now)  # those that never fit stay in it, as in a cycle
-    runs = {
-        scenario: _run_forward(snapshot, line, policy, now, runtime_of, horizon, scenario)
-        for scenario in ("expected_s", "low_s", "high_s")
-    }
-    expected, low, high = runs["expected_s"], runs["low_s"], runs["high_s"]
+    run = _run_forward(snapshot, line, policy, now, runtime_of, horizon)
+    earliest, latest = run.chains.starts("low_s"), run.chains.starts("high_s")
+    last = now + horizon.max_s
     estimates: dict[str, StartEstimate] = {}
     for request in pending:
         if request.id in never:
             estimates[request.id] = StartEstimate(request.id, None, None, None, (Basis.NEVER,))
             continue
-        start, waited = expected.starts.get(request.id), expected.waits.get(request.id, set())
-        starts = [s for s in (start, low.starts.get(request.id), high.starts.get(request.id))]
-        known = [s for s in starts if s is not None]
-        basis = [*sorted(expected.runtimes_used), *sorted(waited)]
+        start, waited = run.starts.get(request.id), run.waits.get(request.id, set())
+        basis = [*sorted(run.runtimes_used), *sorted(waited)]
+        low = high = None
         if start is None:
             basis.append(Basis.BEYOND_HORIZON)
-        elif start <= now:
-            basis = [Basis.NOW]
+        else:
+            link = run.first[request.id]
+            low, high = min(earliest[link], start), max(latest[link], start)
+            if start <= now:
+                basis = [Basis.NOW]
         estimates[request.id] = StartEstimate(
             request.id,
             start,
-            min(known) if known else None,
-            None if None in starts else max(known),
+            low,
+            None if high is None or high > last else high,
             tuple(dict.fromkeys(basis)),
         )
     return estimates
@@ -136,11 +140,11 @@ def _never_fits(snapshot: Snapshot, pending: Sequence[Request], policy: Policy) 
     in_fleet = {n.gpu_model for n in nodes if n.gpu_model}
     empty = Capacity(Snapshot(nodes))
     shapes = shapes_of(policy, pending)
-    fits: dict[tuple[object, ...], bool] = {}
+    fits: dict[tuple[Fit, tuple[str, ...]], bool] = {}
     never = set()
     for request in pending:
         models = acceptable_models(request, in_fleet)
-        key = (replace(request, id="", queue="", submitted_at=0.0, priority=0), tuple(models))
+        key = (fit_key(request), tuple(models))
         if key not in fits:
             fits[key] = bool(models) and backfill.fits(empty, request, models, shapes)
         if not fits[key]:
@@ -149,10 +153,61 @@ def _never_fits(snapshot: Snapshot, pending: Sequence[Request], policy: Policy) 
 
 
 @dataclass
+class _Chains:
+    """What each start of the forward run waited for: the end given back last before it.
+
+    A link is a running allocation (it ends at its start plus its runtime, not before the
+    forecast's first step) or a grant (it starts ``slack`` after its predecessor's end, the
+    instants' grouping, or at a fixed time with none: the first cycle, a reservation's window),
+    so the starts and ends of a chain can be worked out again at any percentile.
+    """
+
+    runtimes: list[Runtime]
+    predecessor: list[int]  # -1: a running allocation, -2: a grant with none
+    offset: list[float]  # a running allocation's start; a grant's slack, or fixed start
+    floor: float  # no running allocation ends before this
+
+    def running(self, started_at: float, runtime: Runtime) -> int:
+        return self._add(runtime, -1, started_at)
+
+    def granted(self, runtime: Runtime, after: tuple[int, float] | None, at: float) -> int:
+        if after is None:
+            return self._add(runtime, -2, at)
+        link, end = after
+        return self._add(runtime, link, at - end)
+
+    def _add(self, runtime: Runtime, predecessor: int, offset: float) -> int:
+        self.runtimes.append(runtime)
+        self.predecessor.append(predecessor)
+        self.offset.append(offset)
+        return len(self.runtimes) - 1
+
+    def starts(self, scenario: str) -> list[float]:
+        """Each link's start with every runtime at ``scenario`` (a field of ``Runtime``), in
+        one pass: a predecessor always comes before what waited for it."""
+        starts: list[float] = []
+        ends: list[float] = []
+        for runtime, predecessor, offset in zip(
+            self.runtimes, self.predecessor, self.offset, strict=True
+        ):
+            seconds = getattr(runtime, scenario)
+            if predecessor == -1:
+                starts.append(offset)
+                ends.append(max(offset + seconds, self.floor))
+                continue
+            start = offset if predecessor == -2 else ends[predecessor] + offset
+            starts.append(start)
+            ends.append(start + seconds)
+        return starts
+
+
+@dataclass
 class _Run:
     starts: dict[str, float]
+    first: dict[str, int]  # each workload's first start, a link of ``chains``
     waits: dict[str, set[Basis]]  # what each workload waited for, cycle by cycle
     runtimes_used: set[Basis]
+    chains: _Chains
 
 
 _WAITS = {
@@ -169,20 +224,20 @@ def _run_forward(
     now: float,
     runtime_of: RuntimeOf,
     horizon: Horizon,
-    scenario: str,
 ) -> _Run:
-    """One forward run with every runtime at ``scenario`` (a field of ``Runtime``)."""
-    run = _Run({}, {}, set())
+    """The forward run with every runtime at its expected value."""
+    floor = now + horizon.min_step_s
+    run = _Run({}, {}, {}, set(), _Chains([], [], [], floor))
     engine = Scheduler(snapshot, policy)
-    ends: list[tuple[float, int, str, Allocation]] = []  # (end, sequence, workload, held)
+    # (end, sequence, workload, held, link): the heap of expected ends
+    ends: list[tuple[float, int, str, Allocation, int]] = []
     held: dict[str, Allocation] = {}
     for allocation in snapshot.allocations:
         runtime = runtime_of(allocation.workload)
         run.runtimes_used.add(runtime.basis)
-        end = allocation.started_at + getattr(runtime, scenario)
-        ends.append(
-            (max(end, now + horizon.min_step_s), len(ends), allocation.workload, allocation)
-        )
+        end = max(allocation.started_at + runtime.expected_s, floor)
+        link = run.chains.running(allocation.started_at, runtime)
+        ends.append((end, len(ends), allocation.workload, allocation, link))
         held[allocation.workload] = allocation
     heapq.heapify(ends)
     sequence = count(len(ends))
@@ -191,6 +246,7 @@ def _run_forward(
     line = list(range(len(pending)))
     position = {r.id: i for i, r in enumerate(pending)}
     t, last = now, now + horizon.max_s
+    after: tuple[int, float] | None = None  # the end given back last before this instant
     while line and t <= last:
         decisions = engine.cycle([pending[i] for i in line[: horizon.depth]], t)
         for preemption in decisions.preemptions:
@@ -198,14 +254,16 @@ def _run_forward(
             if preemption.victim in position:  # started by the forecast: it waits again
                 bisect.insort(line, position[preemption.victim])
         for allocation in decisions.allocations:
-            at = position[allocation.workload]
-            del line[bisect.bisect_left(line, at)]
-            run.starts.setdefault(allocation.workload, t)
-            runtime = runtime_of(allocation.workload)
+            workload = allocation.workload
+            del line[bisect.bisect_left(line, position[workload])]
+            runtime = runtime_of(workload)
             run.runtimes_used.add(runtime.basis)
-            held[allocation.workload] = allocation
-            end = t + getattr(runtime, scenario)
-            heapq.heappush(ends, (end, next(sequence), allocation.workload, allocation))
+            link = run.chains.granted(runtime, after, t)
+            if workload not in run.starts:
+                run.starts[workload], run.first[workload] = t, link
+            held[workload] = allocation
+            end = t + runtime.expected_s
+            heapq.heappush(ends, (end, next(sequence), workload, allocation, link))
         for workload, reason in decisions.pending.items():
             basis = _WAITS.get(reason.code)
             if basis is not None:
@@ -214,11 +272,13 @@ def _run_forward(
         if not upcoming:
             break  # nothing will ever change: the rest waits for good
         t = max(min(upcoming), t + max(horizon.min_step_s, horizon.step_share * (t - now)))
+        after = None
         while ends and ends[0][0] <= t:
-            _, _, workload, ended = heapq.heappop(ends)
+            end, _, workload, ended, link = heapq.heappop(ends)
             if held.get(workload) is ended:  # else preempted since: a stale end
                 del held[workload]
                 engine.release(ended)
+                after = (link, end)
     return run
 
 

@@ -53,6 +53,20 @@ def test_the_range_spans_the_runtimes_percentiles() -> None:
     )
 
 
+def test_the_range_follows_the_chain_of_work_each_start_waits_for() -> None:
+    """The second in line waits for the first, which waits for the running work: its range is
+    that chain with every runtime at its 10th, then its 90th percentile."""
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW),))
+    first = Request("first", "q", gpus_per_node=8, submitted_at=NOW - 2)
+    second = Request("second", "q", gpus_per_node=8, submitted_at=NOW - 1)
+    spread = Runtime(1000, 500, 3000, Basis.RUNTIME_ESTIMATES)
+
+    estimates = forecast(snapshot, [second, first], Policy(), NOW, lambda _: spread)
+
+    assert (estimates["second"].earliest, estimates["second"].start) == (NOW + 1000, NOW + 2000)
+    assert estimates["second"].latest == NOW + 6000
+
+
 def test_work_that_fits_now_starts_now_and_the_line_after_it_waits_its_turn() -> None:
     snapshot = Snapshot((NODE,))
     first = Request("first", "q", gpus_per_node=8, submitted_at=NOW - 2)
