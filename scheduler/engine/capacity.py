@@ -12,7 +12,8 @@ free figures may change.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
+from itertools import chain
 
 from scheduler.engine.model import WHOLE, Allocation, Node, Snapshot
 
@@ -21,6 +22,7 @@ State = tuple[tuple[int, ...], tuple[int, ...], bool]
 # What placement makes of one state for one kind of request: the GPUs it would take, the
 # growth of fragmentation, the milli-GPU left free; None when the request does not fit.
 Choice = tuple[tuple[int, ...], float, int] | None
+_NONE: dict[int, list[str]] = {}  # the classes of a model the cluster lacks
 
 
 class Capacity:
@@ -110,15 +112,14 @@ class Capacity:
             del classes[state_id]
         self._whole[node.gpu_model] -= self.gpu_free[name].count(WHOLE)
 
-    def classes(self, model: str | None) -> Iterator[tuple[int, list[str]]]:
+    def classes(self, model: str | None) -> Iterable[tuple[int, list[str]]]:
         """(state id, names sorted) of the schedulable nodes of ``model`` (None: any model),
         grouped by GPU state; ``states[state id]`` is the state. Not to be held across a
-        ``take`` or ``give``."""
+        ``take`` or ``give``. A model's classes are a view of the index (placement's hot loop
+        iterates it)."""
         if model is not None:
-            yield from self._classes.get(model, {}).items()
-            return
-        for classes in self._classes.values():
-            yield from classes.items()
+            return self._classes.get(model, _NONE).items()
+        return chain.from_iterable(classes.items() for classes in self._classes.values())
 
     def whole_free(self, node: str) -> list[int]:
         """Indexes of the node's GPUs nobody uses."""

@@ -199,6 +199,7 @@ def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes)
 
 
 Option = tuple[tuple[float, int, str], Node, tuple[int, ...]]
+_UNKNOWN: Choice = ((), -1.0, -1)  # a state not weighed yet for this kind of request
 
 
 def place(
@@ -226,14 +227,13 @@ def place(
         best: tuple[float, int, str] | None = None
         best_gpus: tuple[int, ...] = ()
         for state_id, names in capacity.classes(model):
-            if state_id in choices:
-                choice = choices[state_id]
-            else:
+            choice = choices.get(state_id, _UNKNOWN)
+            if choice is _UNKNOWN:
                 choice = choices[state_id] = _choice(capacity, state_id, request, shapes)
             if choice is None:
                 continue
             gpus, growth, left = choice
-            if best is not None and (growth, left) > best[:2]:
+            if best is not None and (growth > best[0] or (growth == best[0] and left > best[1])):
                 continue  # no node of this state can win, whatever its name
             for name in names:
                 if cpu_free[name] >= cpu and memory_free[name] >= memory:
