@@ -302,6 +302,8 @@ SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # Start-time estimates of a cluster's waiting work are computed after its cycles, at most once
 # per this many seconds (0: after every cycle), off the cycles' path.
 SCHEDULER_ESTIMATE_INTERVAL_S = float(os.environ.get("SCHEDULER_ESTIMATE_INTERVAL_S", "30"))
+# The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
+SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 # Beat's tick samples each cluster's fragmentation once per this many seconds (0: never), for

@@ -121,6 +121,9 @@ class ClusterView:
     requests: dict[str, Request]  # every workload waiting or holding GPUs
     waiting: dict[str, bool]  # waiting workload -> already admitted
     policy: Policy
+    # What the engine's requests do not carry, for the runtimes forecasts learn: workload ->
+    # (its job array, its maximum runtime in seconds)
+    arrays_and_limits: dict[str, tuple[str | None, float | None]]
 
 
 def snapshot_of(view: ClusterView) -> Snapshot:
@@ -180,6 +183,7 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
     nodes, names, faults = _nodes(cluster_id)
     requests: dict[str, Request] = {}
     waiting: dict[str, bool] = {}
+    arrays_and_limits: dict[str, tuple[str | None, float | None]] = {}
     live = list(
         AllocationRow.objects.filter(cluster_id=cluster_id, released_at__isnull=True).values(
             "id", "workload_id", "gpu_model", "placements", "granted_at"
@@ -194,6 +198,8 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
     for row in rows.values():
         request = request_of(row)
         requests[request.id] = request
+        array = row["array_id"]
+        arrays_and_limits[request.id] = (str(array) if array else None, row["max_runtime_s"])
         if row["status"] in WAITING_STATUSES and not row["cancel_requested"]:
             waiting[request.id] = row["status"] == WorkloadStatus.ADMITTED
     running: dict[str, tuple[uuid.UUID, Allocation]] = {}
@@ -216,6 +222,7 @@ def cluster_view(cluster_id: uuid.UUID) -> ClusterView:
         requests=requests,
         waiting=waiting,
         policy=cluster_policy(cluster_id, nodes),
+        arrays_and_limits=arrays_and_limits,
     )
 
 

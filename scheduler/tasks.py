@@ -13,8 +13,10 @@ right after the commit that asked for it, and runs are checked by the tick inste
 delayed tasks (eager tasks cannot wait).
 
 Start-time estimates (``estimate_cluster``) are asked for after a cluster's cycle, at most once
-per ``SCHEDULER_ESTIMATE_INTERVAL_S`` (a cache key); in process, by the tick after its cycles
-(a request that set off a cycle must not wait for a forecast).
+per ``SCHEDULER_ESTIMATE_INTERVAL_S`` (a cache key, in Redis: one ask for all processes); in
+process, by the tick after its cycles (a request that set off a cycle must not wait for a
+forecast). ``SCHEDULER_ESTIMATE_QUEUE`` sends them to a queue of their own, for workers that
+do nothing else (a forecast then never holds a process that a run's step or a cycle needs).
 """
 
 from __future__ import annotations
@@ -110,7 +112,9 @@ def estimates_dispatch(cluster_id: uuid.UUID) -> None:
     database = settings.DATABASES["default"]["NAME"]
     key = ESTIMATES_KEY.format(database=database, cluster=cluster_id)
     if cache.add(key, 1, timeout=settings.SCHEDULER_ESTIMATE_INTERVAL_S):
-        estimate_cluster.delay(str(cluster_id))
+        queue = settings.SCHEDULER_ESTIMATE_QUEUE
+        route: dict[str, Any] = {"queue": queue} if queue else {}
+        estimate_cluster.apply_async((str(cluster_id),), **route)
 
 
 @shared_task(name="scheduler.estimate_cluster", ignore_result=True)

@@ -75,10 +75,10 @@ def worker_queue() -> Iterator[str]:
         yield queue
     finally:
         conf.task_default_queue, conf.task_always_eager = saved
-        _purge(broker, queue)
+        purge_queue(broker, queue)
 
 
-def _purge(broker: str, queue: str) -> None:
+def purge_queue(broker: str, queue: str) -> None:
     """Drop what the test left of its queue in Redis: messages nobody will consume (e.g. a
     retry), and the bindings of its exchange (named after the queue)."""
     client = redis.Redis.from_url(broker)

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
 from scheduler.engine.forecast import Runtime, RuntimeOf
 from scheduler.engine.runtimes import RunSample, RuntimeBook
-from scheduler.models import Allocation, Workload
+from scheduler.models import Allocation
 from scheduler.snapshot import ClusterView, epoch
 
 # A run that ended by itself tells how long such work runs; one preempted, cancelled, lost
@@ -55,10 +54,9 @@ def runtime_book(cluster_id: uuid.UUID) -> RuntimeBook:
 def runtimes_of(view: ClusterView, book: RuntimeBook, now: float) -> RuntimeOf:
     """Each workload of the view (waiting or running) with its runtime by ``book``; running
     work as long as the past runs that lasted at least as long as it has run by ``now``."""
-    extra = _arrays_and_limits(view.requests)
     known: dict[str, Runtime] = {}
     for workload, request in view.requests.items():
-        array, limit = extra.get(workload, (None, None))
+        array, limit = view.arrays_and_limits.get(workload, (None, None))
         known[workload] = book.runtime(
             request.project,
             request.shape,
@@ -73,11 +71,3 @@ def runtimes_of(view: ClusterView, book: RuntimeBook, now: float) -> RuntimeOf:
         known[fault.workload] = NEVER_ENDS
     fallback = book.runtime("", (), None)
     return lambda workload: known.get(workload, fallback)
-
-
-def _arrays_and_limits(workloads: Iterable[str]) -> dict[str, tuple[str | None, float | None]]:
-    """The array and maximum runtime of each workload (the engine's requests carry neither)."""
-    rows = Workload.objects.filter(id__in=list(workloads)).values_list(
-        "id", "array_id", "max_runtime_s"
-    )
-    return {str(id): (str(array) if array else None, limit) for id, array, limit in rows.iterator()}

@@ -196,10 +196,10 @@ def test_estimates_are_asked_for_at_most_once_per_interval(
     settings.SCHEDULER_ESTIMATE_INTERVAL_S = 30
     fleet = ready_fleet(nodes=1, gpus=8)
     cache.clear()
-    with mock.patch.object(tasks.estimate_cluster, "delay") as delay:
+    with mock.patch.object(tasks.estimate_cluster, "apply_async") as sent:
         for _ in range(3):
             tasks.estimates_dispatch(fleet.cluster.pk)
-    delay.assert_called_once_with(str(fleet.cluster.pk))
+    sent.assert_called_once_with((str(fleet.cluster.pk),))
 
 
 def test_a_cycle_task_asks_for_estimates_and_the_tick_does_in_process(line: Line) -> None:
