@@ -2,7 +2,7 @@
 
 Pure engine, no database. The cluster of ``bench scheduler`` (1,250 nodes x 8 GPUs at scale
 1), filled by one cycle of 22,000 workloads; the 10,000 first in line of those left waiting
-are forecast (``scheduler.engine.forecast``: three forward runs of the engine) with runtimes
+are forecast (``scheduler.engine.forecast``: the engine run forward) with runtimes
 from a ``RuntimeBook`` learned from 5,000 seeded past runs (estimates overrun or undershot by
 a log-normal factor, as users' are).
 
@@ -11,8 +11,7 @@ counts as little as it can):
 - ``estimate_ms``: the forecast of every waiting workload, from the live state;
 - ``baseline_cycle_ms``: the baseline, one scheduling cycle of the same waiting work on the
   same state (``Scheduler.cycle``, what a cycle costs anyway): ``cycles_per_estimate`` is the
-  forecast's cost in cycles;
-- ``forecast_cycles``: the engine cycles the three forward runs took.
+  forecast's cost in cycles.
 """
 
 from __future__ import annotations
