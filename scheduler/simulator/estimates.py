@@ -164,8 +164,8 @@ class Estimates:
         requests = [job.request for job in instant.pending]
         self._state = (snapshot, requests, policy)
         arrived = [r.id for r in requests if r.id not in self._seen]
+        self._submitted += [r for r in requests if r.id not in self._seen]
         self._seen.update(arrived)
-        self._submitted += [r for r in requests if r.id in arrived]
         if arrived:
             self._estimate(now, snapshot, requests, policy, arrived, at_submission=True)
 
