@@ -18,9 +18,14 @@ later, and everything that ended meanwhile is given back at once. An estimate 2 
 then late by at most ``step_share`` x 2 h (6 min at 5 %), which keeps a forecast of a long
 queue to a few hundred cycles.
 
+Work submitted later is known only as the caller expects it (``arrivals``, e.g. from
+``arrivals.expected_arrivals``): each expected arrival joins the waiting line at its
+``submitted_at`` (an instant of the forward run, grouped as the others), where the engine would
+order it then, and gets no estimate of its own.
+
 What it leaves out: fair-share usage stays as it is now (it moves with the work the forecast
-runs); work submitted later is not known; preempted running work is not run again (only work
-the forecast itself started and then preempted goes back to the queue).
+runs); preempted running work is not run again (only work the forecast itself started and then
+preempted goes back to the queue).
 """
 
 from __future__ import annotations
@@ -97,16 +102,20 @@ def forecast(
     now: float,
     runtime_of: RuntimeOf,
     horizon: Horizon = Horizon(),
+    arrivals: Sequence[Request] = (),
 ) -> dict[str, StartEstimate]:
     """An estimate for every workload of ``pending``; ``runtime_of(workload)`` gives the total
-    runtime of each pending and running workload (a running one ends at its start plus that,
-    or soon after now when it has already run longer)."""
+    runtime of each pending, running and expected workload (a running one ends at its start
+    plus that, or soon after now when it has already run longer). ``arrivals``: the work
+    expected to be submitted after ``now`` (those at or before it are ignored), with ids of
+    their own."""
     never = _never_fits(snapshot, pending, policy)
     # The typical shapes of now, for every cycle ahead (the engine would learn them from what
     # waits, cycle by cycle); the queue in the engine's order of now, which aging keeps.
     policy = replace(policy, typical_shapes=shapes_of(policy, pending))
     line = ordered(pending, policy, now)  # those that never fit stay in it, as in a cycle
-    run = _run_forward(snapshot, line, policy, now, runtime_of, horizon)
+    queue, joining = _with_arrivals(line, [a for a in arrivals if a.submitted_at > now], policy)
+    run = _run_forward(snapshot, queue, joining, policy, now, runtime_of, horizon)
     earliest, latest = run.chains.starts("low_s"), run.chains.starts("high_s")
     last = now + horizon.max_s
     estimates: dict[str, StartEstimate] = {}
@@ -132,6 +141,31 @@ def forecast(
             tuple(dict.fromkeys(basis)),
         )
     return estimates
+
+
+def _with_arrivals(
+    line: list[Request], arrivals: list[Request], policy: Policy
+) -> tuple[list[Request], list[tuple[float, int]]]:
+    """The line (in the engine's order of now) with each arrival after the waiting workload it
+    follows in the engine's order once all have arrived (with continuous aging, the order at
+    any instant all of them wait), and the arrivals' (instant, position) in time order."""
+    if not arrivals:
+        return line, []
+    known = {r.id for r in line}
+    if len(known | {a.id for a in arrivals}) != len(known) + len(arrivals):
+        raise ValueError("an expected arrival's id is not its own")
+    after: list[list[Request]] = [[] for _ in range(len(line) + 1)]
+    follows = 0  # how many waiting workloads are ahead
+    for request in ordered([*line, *arrivals], policy, max(a.submitted_at for a in arrivals)):
+        if request.id in known:
+            follows += 1
+        else:
+            after[follows].append(request)
+    queue = [*after[0]]
+    for waiting, behind in zip(line, after[1:], strict=True):
+        queue += [waiting, *behind]
+    joining = sorted((r.submitted_at, i) for i, r in enumerate(queue) if r.id not in known)
+    return queue, joining
 
 
 def _never_fits(snapshot: Snapshot, pending: Sequence[Request], policy: Policy) -> set[str]:
@@ -220,12 +254,14 @@ _WAITS = {
 def _run_forward(
     snapshot: Snapshot,
     pending: Sequence[Request],
+    joining: list[tuple[float, int]],
     policy: Policy,
     now: float,
     runtime_of: RuntimeOf,
     horizon: Horizon,
 ) -> _Run:
-    """The forward run with every runtime at its expected value."""
+    """The forward run with every runtime at its expected value; the positions of ``joining``
+    (expected arrivals) join the line at their instants."""
     floor = now + horizon.min_step_s
     run = _Run({}, {}, {}, set(), _Chains([], [], [], floor))
     engine = Scheduler(snapshot, policy)
@@ -242,20 +278,31 @@ def _run_forward(
     heapq.heapify(ends)
     sequence = count(len(ends))
     opens = sorted({t for r in policy.reservations for t in (r.starts_at, r.ends_at) if t > now})
-    # The waiting line: positions in the engine's order, kept sorted.
-    line = list(range(len(pending)))
+    # The waiting line: positions in the engine's order, kept sorted; expected arrivals are
+    # not in it yet, and once only they wait, the run is over.
+    expected = {i for _, i in joining}
+    line = [i for i in range(len(pending)) if i not in expected]
+    waiting = len(line)
     position = {r.id: i for i, r in enumerate(pending)}
+    joins = iter(joining)
+    join = next(joins, None)
     t, last = now, now + horizon.max_s
     after: tuple[int, float] | None = None  # the end given back last before this instant
-    while line and t <= last:
+    while waiting and t <= last:
+        while join is not None and join[0] <= t:
+            bisect.insort(line, join[1])
+            join = next(joins, None)
         decisions = engine.cycle([pending[i] for i in line[: horizon.depth]], t)
         for preemption in decisions.preemptions:
             held.pop(preemption.victim, None)  # its end event is now stale
             if preemption.victim in position:  # started by the forecast: it waits again
                 bisect.insort(line, position[preemption.victim])
+                waiting += position[preemption.victim] not in expected
         for allocation in decisions.allocations:
             workload = allocation.workload
-            del line[bisect.bisect_left(line, position[workload])]
+            at = position[workload]
+            del line[bisect.bisect_left(line, at)]
+            waiting -= at not in expected
             runtime = runtime_of(workload)
             run.runtimes_used.add(runtime.basis)
             link = run.chains.granted(runtime, after, t)
@@ -268,7 +315,11 @@ def _run_forward(
             basis = _WAITS.get(reason.code)
             if basis is not None:
                 run.waits.setdefault(workload, set()).add(basis)
-        upcoming = [e for e in (ends[0][0] if ends else None, _next(opens, t)) if e is not None]
+        upcoming = [
+            e
+            for e in (ends[0][0] if ends else None, _next(opens, t), join[0] if join else None)
+            if e is not None
+        ]
         if not upcoming:
             break  # nothing will ever change: the rest waits for good
         t = max(min(upcoming), t + max(horizon.min_step_s, horizon.step_share * (t - now)))

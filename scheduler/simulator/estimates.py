@@ -8,7 +8,8 @@ headline figures), and again at every multiple of ``every_s`` of simulated time 
 
 - ``engine``: ``forecast()`` with runtimes from a ``RuntimeBook`` of the runs that have ended
   so far in the simulation (the users' estimates and real durations), as the service learns
-  from its log;
+  from its log, and the arrivals ``expected_arrivals`` expects from the submissions seen so far
+  (``outlook``; None: no arrivals expected), never from the workload's future jobs;
 - ``depth_rate``: now + the waiting workloads ahead of it in the engine's order / the recent
   admission rate (grants in the last hour; all grants so far when none in that hour), what a
   Kueue user computes from the queue position;
@@ -28,8 +29,9 @@ import bisect
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
+from scheduler.engine.arrivals import Outlook, expected_arrivals
 from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
 from scheduler.engine.model import Policy, Request, Snapshot
 from scheduler.engine.ordering import ordered
@@ -114,6 +116,7 @@ class Estimates:
     workload: Workload
     every_s: float = 300.0
     horizon: Horizon = field(default_factory=Horizon)
+    outlook: Outlook | None = field(default_factory=Outlook)
     made: list[Made] = field(default_factory=list)
     started: dict[str, float] = field(default_factory=dict)  # first starts
     forecast_s: float = 0.0  # CPU time in the two forecasts
@@ -126,6 +129,8 @@ class Estimates:
         self._book_size = 0
         self._admissions: list[float] = []
         self._seen: set[str] = set()
+        self._submitted: list[Request] = []  # every submission seen so far
+        self._since: float | None = None  # the first instant observed
         self._state: tuple[Snapshot, list[Request], Policy] | None = None
         self._tick = self.every_s
 
@@ -148,13 +153,18 @@ class Estimates:
 
     def decided(self, instant: Decided) -> None:
         now, snapshot, policy = instant.now, instant.snapshot, instant.policy
+        if self._since is None:
+            self._since = now
         for allocation in instant.granted:
             self.started.setdefault(allocation.workload, now)
+            if allocation.workload not in self._seen:  # started in its arrival's cycle
+                self._submitted.append(self._jobs[allocation.workload].request)
             self._seen.add(allocation.workload)
             self._admissions.append(now)
         requests = [job.request for job in instant.pending]
         self._state = (snapshot, requests, policy)
         arrived = [r.id for r in requests if r.id not in self._seen]
+        self._submitted += [r for r in requests if r.id not in self._seen]
         self._seen.update(arrived)
         if arrived:
             self._estimate(now, snapshot, requests, policy, arrived, at_submission=True)
@@ -176,9 +186,11 @@ class Estimates:
         book = self._learned()
         jobs = self._jobs
         ran = {a.workload: now - a.started_at for a in snapshot.allocations}
+        arrivals = self._expected(now, pending)
+        expected = {a.id: a for a in arrivals}
 
         def learned(workload: str) -> Runtime:
-            request = jobs[workload].request
+            request = expected[workload] if workload in expected else jobs[workload].request
             return book.runtime(
                 request.project,
                 request.shape,
@@ -186,7 +198,7 @@ class Estimates:
                 ran_s=ran.get(workload, 0.0),
             )
 
-        engine = forecast(snapshot, pending, policy, now, learned, self.horizon)
+        engine = forecast(snapshot, pending, policy, now, learned, self.horizon, arrivals)
         plan = forecast(
             snapshot,
             pending,
@@ -209,6 +221,19 @@ class Estimates:
                     plan[workload].start,
                 )
             )
+
+    def _expected(self, now: float, pending: list[Request]) -> list[Request]:
+        """The arrivals expected after ``now`` from the submissions seen so far: those of a
+        priority at least the lowest waiting one (the others queue behind all of it)."""
+        if self.outlook is None or not pending or self._since is None:
+            return []
+        return expected_arrivals(
+            self._submitted,
+            now,
+            self.outlook,
+            known_since=self._since,
+            min_priority=min(r.priority for r in pending),
+        )
 
     def _learned(self) -> RuntimeBook:
         if self._book_size != len(self._samples):
@@ -244,6 +269,7 @@ class Estimates:
                 "never_started": len(never),
                 "forecasts": self.forecasts,
                 "forecast_cpu_s": round(self.forecast_s, 2),
+                "arrivals": None if self.outlook is None else asdict(self.outlook),
             },
             "baselines": {
                 name: {**first[name].as_json(), "re_estimates": again[name].as_json()}

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 
 from scheduler.engine import Allocation, Node, Placement, Policy, Request, Snapshot, schedule
+from scheduler.engine.arrivals import EXPECTED, Outlook, expected_arrivals
 from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
 from scheduler.engine.model import Reservation
 from scheduler.engine.runtimes import DEFAULT, ESTIMATE_RATIOS, RunSample, RuntimeBook
@@ -117,6 +119,95 @@ def test_a_reservation_closing_is_an_instant_of_the_forecast() -> None:
     assert Basis.RESERVATION in estimate.basis
 
 
+def test_a_more_urgent_arrival_before_the_running_work_ends_goes_first() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW - 100),))
+    waiting = Request("next", "q", gpus_per_node=8, submitted_at=NOW)
+    urgent = Request("~urgent", "q", gpus_per_node=8, priority=10, submitted_at=NOW + 500)
+    runtimes = _exact({"busy": 1100, "next": 50, "~urgent": 400})
+
+    alone = forecast(snapshot, [waiting], Policy(), NOW, runtimes)
+    behind = forecast(snapshot, [waiting], Policy(), NOW, runtimes, arrivals=[urgent])
+
+    assert alone["next"].start == NOW + 1000
+    assert behind["next"].start == NOW + 1000 + 400  # the arrival runs first, for its runtime
+    assert set(behind) == {"next"}  # an expected arrival has no estimate of its own
+
+
+def test_a_less_urgent_arrival_waits_behind() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW - 100),))
+    waiting = Request("next", "q", gpus_per_node=8, priority=5, submitted_at=NOW)
+    later = [
+        Request("~same", "q", gpus_per_node=8, priority=5, submitted_at=NOW + 500),
+        Request("~lower", "q", gpus_per_node=8, priority=0, submitted_at=NOW + 200),
+    ]
+    runtimes = _exact({"busy": 1100, "next": 50, "~same": 400, "~lower": 400})
+
+    estimates = forecast(snapshot, [waiting], Policy(), NOW, runtimes, arrivals=later)
+
+    assert estimates["next"].start == NOW + 1000
+
+
+def test_arrivals_at_or_before_now_are_not_expected() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW - 100),))
+    waiting = Request("next", "q", gpus_per_node=8, submitted_at=NOW)
+    past = Request("~past", "q", gpus_per_node=8, priority=10, submitted_at=NOW)
+    runtimes = _exact({"busy": 1100, "next": 50, "~past": 400})
+
+    estimates = forecast(snapshot, [waiting], Policy(), NOW, runtimes, arrivals=[past])
+
+    assert estimates["next"].start == NOW + 1000
+
+
+def test_an_expected_arrival_needs_an_id_of_its_own() -> None:
+    waiting = Request("next", "q", gpus_per_node=8, submitted_at=NOW)
+    clash = replace(waiting, submitted_at=NOW + 10)
+
+    with pytest.raises(ValueError, match="its own"):
+        forecast(Snapshot((NODE,)), [waiting], Policy(), NOW, lambda _: DEFAULT, arrivals=[clash])
+
+
+def test_the_recent_past_is_expected_to_repeat() -> None:
+    now = 10_000.0
+    submitted = [
+        Request("old", "q", submitted_at=now - 4000),  # before the window
+        Request("b", "q", priority=10, submitted_at=now - 600),
+        Request("a", "q", submitted_at=now - 1800),
+        Request("future", "q", submitted_at=now + 5),  # not submitted yet
+    ]
+    outlook = Outlook(window_s=3600, look_ahead_s=7200, max_arrivals=10)
+
+    arrivals = expected_arrivals(submitted, now, outlook)
+
+    assert [(a.id, a.submitted_at) for a in arrivals] == [
+        (f"{EXPECTED}1:a", now + 1800),
+        (f"{EXPECTED}1:b", now + 3000),
+        (f"{EXPECTED}2:a", now + 5400),
+        (f"{EXPECTED}2:b", now + 6600),
+    ]
+    assert arrivals[1] == replace(submitted[1], id=f"{EXPECTED}1:b", submitted_at=now + 3000)
+    assert expected_arrivals(reversed(submitted), now, outlook) == arrivals
+    capped = expected_arrivals(submitted, now, replace(outlook, max_arrivals=3))
+    assert capped == arrivals[:3]
+    assert [a.id for a in expected_arrivals(submitted, now, outlook, min_priority=5)] == [
+        f"{EXPECTED}1:b",
+        f"{EXPECTED}2:b",
+    ]
+
+
+def test_a_short_log_is_replayed_over_what_it_covers_or_not_at_all() -> None:
+    now = 10_000.0
+    submitted = [Request("a", "q", submitted_at=now - 100)]
+    outlook = Outlook(window_s=3600, look_ahead_s=3000, max_arrivals=100, min_window_s=600)
+
+    covered = expected_arrivals(submitted, now, outlook, known_since=now - 1000)
+
+    assert [a.submitted_at for a in covered] == [now + 900, now + 1900, now + 2900]
+    assert expected_arrivals(submitted, now, outlook, known_since=now - 500) == []
+    many = [Request(f"j{k}", "q", submitted_at=now - k) for k in range(1000)]
+    assert len(expected_arrivals(many, now, replace(outlook, look_ahead_s=1e9))) == 100
+    assert all(a.submitted_at > now for a in expected_arrivals(many, now, outlook))
+
+
 @SETTINGS
 @given(scenarios())
 def test_the_forecasts_first_instant_is_the_engines_cycle(
@@ -131,9 +222,17 @@ def test_the_forecasts_first_instant_is_the_engines_cycle(
     granted = {a.workload for a in schedule(snapshot, pending, shaped, NOW).allocations}
 
     estimates = forecast(snapshot, pending, policy, NOW, lambda _: Runtime(600, 300, 1800))
+    expected = [  # all of it again, sooner and more urgent: still after now
+        replace(r, id=f"~{r.id}", submitted_at=NOW + 30.0 * (k + 1), priority=r.priority + 1)
+        for k, r in enumerate(pending)
+    ]
+    expecting = forecast(
+        snapshot, pending, policy, NOW, lambda _: Runtime(600, 300, 1800), arrivals=expected
+    )
 
-    assert set(estimates) == {r.id for r in pending}
+    assert set(estimates) == set(expecting) == {r.id for r in pending}
     assert {w for w, e in estimates.items() if e.start == NOW} == granted
+    assert {w for w, e in expecting.items() if e.start == NOW} == granted
     for estimate in estimates.values():
         if estimate.start is not None:
             assert estimate.start >= NOW

@@ -5,10 +5,13 @@ from __future__ import annotations
 import io
 import json
 import statistics
+from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from scheduler.engine.arrivals import Outlook, expected_arrivals
 from scheduler.engine.forecast import Basis, Runtime, forecast
 from scheduler.engine.model import Allocation, Node, Placement, Policy, Request, Snapshot
 from scheduler.engine.runtimes import RunSample, RuntimeBook
@@ -157,6 +160,39 @@ def test_the_observer_estimates_every_job_that_waits_and_keeps_the_run_unchanged
     assert all(m.at % observed.every_s == 0 for m in observed.made if not m.at_submission)
 
 
+def test_the_engine_expects_arrivals_only_from_what_was_submitted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The outlook is made of submissions already seen (never the workload's future jobs);
+    without one the engine expects nothing."""
+    jobs = workload.with_noise(
+        workload.synthetic(
+            workload.SyntheticSpec(jobs=40, arrival_rate_per_h=60.0, nodes=1, seed=4)
+        ),
+        workload.Noise(seed=4),
+    )
+    arrival_of = {j.request.id: j.request.submitted_at for j in jobs.jobs}
+    asked: list[tuple[float, list[Request]]] = []
+
+    def expecting(
+        submitted: Iterable[Request], now: float, *args: Any, **kwargs: Any
+    ) -> list[Request]:
+        seen = list(submitted)
+        asked.append((now, seen))
+        return expected_arrivals(seen, now, *args, **kwargs)
+
+    monkeypatch.setattr(estimates, "expected_arrivals", expecting)
+    observed = estimates.Estimates(jobs, outlook=Outlook(window_s=1800, min_window_s=60))
+    timed.run_time(jobs, "default", observer=observed)
+
+    assert any(submitted for _, submitted in asked)
+    for now, submitted in asked:
+        assert all(r.submitted_at <= now and arrival_of[r.id] <= now for r in submitted)
+    asked.clear()
+    timed.run_time(jobs, "default", observer=estimates.Estimates(jobs, outlook=None))
+    assert asked == []
+
+
 def test_the_command_prints_the_estimate_figures_last() -> None:
     out = io.StringIO()
 
@@ -179,6 +215,7 @@ def test_the_command_prints_the_estimate_figures_last() -> None:
     assert keys <= set(payload["baselines"]["backfill_plan"])
     assert payload["estimates"]["count"] > 0
     assert payload["noise"]["factor_median"] == 2.0
+    assert payload["estimates"]["arrivals"]["window_s"] > 0
 
 
 def test_estimates_need_the_engines_run() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler.engine.arrivals import Outlook
 from scheduler.engine.forecast import Horizon
 from scheduler.simulator import atc23, estimates, fill, report, timed, trace, workload
 from scheduler.simulator.placers import POLICIES
@@ -108,6 +109,23 @@ class Command(BaseCommand):
         )
         time_group.add_argument(
             "--estimate-every", type=float, default=300.0, help="re-estimate waiting work, s"
+        )
+        time_group.add_argument(
+            "--no-arrivals",
+            action="store_true",
+            help="the engine's estimates expect no arrivals (see engine.arrivals)",
+        )
+        time_group.add_argument(
+            "--arrivals-window",
+            type=float,
+            default=Outlook().window_s,
+            help="expected arrivals: the past replayed, s",
+        )
+        time_group.add_argument(
+            "--arrivals-max",
+            type=int,
+            default=Outlook().max_arrivals,
+            help="expected arrivals: at most this many per forecast",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -213,8 +231,14 @@ class Command(BaseCommand):
             noise = workload.Noise(seed=seed)
             jobs = workload.with_noise(jobs, noise)
             meta["noise"] = {**asdict(noise), "round_estimates_s": workload.ROUND_ESTIMATES_S}
+            outlook = Outlook(
+                window_s=options["arrivals_window"], max_arrivals=options["arrivals_max"]
+            )
             observer = estimates.Estimates(
-                jobs, every_s=options["estimate_every"], horizon=ESTIMATE_HORIZON
+                jobs,
+                every_s=options["estimate_every"],
+                horizon=ESTIMATE_HORIZON,
+                outlook=None if options["no_arrivals"] else outlook,
             )
         runs = {
             policy: timed.run_time(
