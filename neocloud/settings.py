@@ -304,6 +304,10 @@ SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 SCHEDULER_ESTIMATE_INTERVAL_S = float(os.environ.get("SCHEDULER_ESTIMATE_INTERVAL_S", "30"))
 # The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
 SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
+# Forecasts expect the submissions of this window to repeat, once and twice (0: expect none).
+SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = float(
+    os.environ.get("SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S", "10800")
+)
 # A run granted but not started after this long is dispatched again (its worker died).
 SCHEDULER_RUN_STALE_AFTER_S = float(os.environ.get("SCHEDULER_RUN_STALE_AFTER_S", "30"))
 # Beat's tick samples each cluster's fragmentation once per this many seconds (0: never), for

@@ -119,7 +119,11 @@ class Workload(models.Model):
 
     class Meta:
         ordering = ["-submitted_at", "id"]
-        indexes = [models.Index(fields=["cluster_id", "status"], name="workload_cluster_status")]
+        indexes = [
+            models.Index(fields=["cluster_id", "status"], name="workload_cluster_status"),
+            # The recent submissions forecasts expect to repeat (``selectors.forecasts``).
+            models.Index(fields=["cluster_id", "submitted_at"], name="workload_cluster_submitted"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -67,3 +67,8 @@ def expected_arrivals(
                 replace(request, id=f"{EXPECTED}{repeat}:{request.id}", submitted_at=at)
             )
     return arrivals
+
+
+def replayed(arrival: str) -> str:
+    """The id of the submission an expected arrival replays (its runtime is that one's)."""
+    return arrival.removeprefix(EXPECTED).split(":", 1)[1]

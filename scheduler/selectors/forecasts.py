@@ -1,19 +1,31 @@
 """What a forecast of one cluster reads: its state as a cycle run now would see it (fair-share
-usage in the policy, as a cycle has it) and the runtimes its log has taught."""
+usage in the policy, as a cycle has it), the runtimes its log has taught, and the work its
+recent submissions say will come (``engine.arrivals``)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from scheduler.engine.forecast import RuntimeOf
-from scheduler.engine.model import Policy, Snapshot
+from inventory.models import Cluster
+from scheduler.engine.arrivals import EXPECTED, Outlook, expected_arrivals, replayed
+from scheduler.engine.forecast import Runtime, RuntimeOf
+from scheduler.engine.model import Policy, Request, Snapshot
 from scheduler.engine.runtimes import RuntimeBook
+from scheduler.models import Workload
 from scheduler.selectors.runtimes import runtime_book, runtimes_of
-from scheduler.snapshot import ClusterView, cluster_usage, cluster_view, snapshot_of
+from scheduler.snapshot import (
+    ClusterView,
+    cluster_usage,
+    cluster_view,
+    epoch,
+    request_of,
+    snapshot_of,
+)
 
 
 @dataclass(frozen=True)
@@ -23,6 +35,32 @@ class ForecastInputs:
     policy: Policy
     runtime_of: RuntimeOf  # of the work in the view
     book: RuntimeBook  # for work not in it yet
+    at: float  # now, as the forecast counts
+    # The submissions of the outlook's window (their runtimes by ``book``), since when the
+    # cluster could take any, and the outlook (None: no work is expected).
+    submitted: dict[str, tuple[Request, Runtime]]
+    known_since: float
+    outlook: Outlook | None
+
+    def arrivals(self, pending: Sequence[Request]) -> tuple[list[Request], RuntimeOf]:
+        """The work expected after now, as the recent past repeats (none of a priority below
+        all of ``pending``: it would queue behind all of it), and ``runtime_of`` for it too."""
+        if self.outlook is None or not pending or not self.submitted:
+            return [], self.runtime_of
+        arrivals = expected_arrivals(
+            (request for request, _ in self.submitted.values()),
+            self.at,
+            self.outlook,
+            known_since=self.known_since,
+            min_priority=min(r.priority for r in pending),
+        )
+        submitted, base = self.submitted, self.runtime_of
+
+        def runtime_of(workload: str) -> Runtime:
+            known = submitted.get(replayed(workload)) if workload.startswith(EXPECTED) else None
+            return known[1] if known is not None else base(workload)
+
+        return arrivals, runtime_of
 
 
 def forecast_inputs(cluster_id: uuid.UUID, now: datetime) -> ForecastInputs:
@@ -30,10 +68,44 @@ def forecast_inputs(cluster_id: uuid.UUID, now: datetime) -> ForecastInputs:
     usage = cluster_usage(cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
     queues, organizations = usage.as_of(now.timestamp())
     book = runtime_book(cluster_id)
+    window = settings.SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S
+    outlook = Outlook(window_s=window, look_ahead_s=2 * window) if window > 0 else None
     return ForecastInputs(
         view=view,
         snapshot=snapshot_of(view),
         policy=replace(view.policy, usage_history=queues, organization_usage=organizations),
         runtime_of=runtimes_of(view, book, now.timestamp()),
         book=book,
+        at=now.timestamp(),
+        submitted=_submitted(cluster_id, book, now, outlook),
+        known_since=epoch(Cluster.objects.values_list("created_at", flat=True).get(pk=cluster_id)),
+        outlook=outlook,
     )
+
+
+def _submitted(
+    cluster_id: uuid.UUID, book: RuntimeBook, now: datetime, outlook: Outlook | None
+) -> dict[str, tuple[Request, Runtime]]:
+    """The cluster's submissions within the outlook's window (whatever became of them: work
+    that started at once is expected again as much as work that waited), with their runtimes
+    as ``book`` has them."""
+    if outlook is None:
+        return {}
+    rows = Workload.objects.filter(
+        cluster_id=cluster_id,
+        submitted_at__gt=now - timedelta(seconds=outlook.window_s),
+        submitted_at__lte=now,
+    ).order_by("submitted_at")[: 10 * outlook.max_arrivals]
+    submitted = {}
+    for row in rows.values():
+        request = request_of(row)
+        array = row["array_id"]
+        runtime = book.runtime(
+            request.project,
+            request.shape,
+            request.runtime_estimate_s,
+            array=str(array) if array else None,
+            max_runtime_s=row["max_runtime_s"],
+        )
+        submitted[request.id] = (request, runtime)
+    return submitted

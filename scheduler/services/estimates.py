@@ -91,13 +91,15 @@ def _settle(cluster_id: uuid.UUID) -> tuple[int, int]:
 
 
 def _forecast(cluster_id: uuid.UUID, now: datetime) -> dict[str, StartEstimate]:
-    """The forecast of the cluster's waiting work as a cycle run at ``now`` would see it."""
+    """The forecast of the cluster's waiting work as a cycle run at ``now`` would see it, with
+    the work its recent submissions say will come."""
     inputs = forecast_inputs(cluster_id, now)
     pending = waiting_of(inputs.view)
     if not pending:
         return {}
+    arrivals, runtime_of = inputs.arrivals(pending)
     return forecast(
-        inputs.snapshot, pending, inputs.policy, now.timestamp(), inputs.runtime_of, HORIZON
+        inputs.snapshot, pending, inputs.policy, inputs.at, runtime_of, HORIZON, arrivals
     )
 
 

@@ -211,13 +211,15 @@ def _estimate(
         candidate.runtime_estimate_s,
         max_runtime_s=spec.max_runtime_s,
     )
-    base = inputs.runtime_of
+    pending = [*waiting_of(inputs.view), candidate]
+    arrivals, base = inputs.arrivals(pending)
 
     def runtime_of(workload: str) -> Runtime:
         return own if workload == candidate.id else base(workload)
 
-    pending = [*waiting_of(inputs.view), candidate]
-    estimate = forecast(inputs.snapshot, pending, inputs.policy, now.timestamp(), runtime_of)
+    estimate = forecast(
+        inputs.snapshot, pending, inputs.policy, inputs.at, runtime_of, arrivals=arrivals
+    )
     mine = estimate[candidate.id]
     why = "nothing in the cluster could ever hold it" if Basis.NEVER in mine.basis else None
     return _answer(spec, spec.gpu_models[0], cluster, plan, mine, now, why)
@@ -316,8 +318,9 @@ def cluster_what_if(
     now = timezone.now()
     inputs = forecast_inputs(cluster.pk, now)
     pending = waiting_of(inputs.view)
-    at = now.timestamp()
-    before = forecast(inputs.snapshot, pending, inputs.policy, at, inputs.runtime_of)
+    arrivals, runtime_of = inputs.arrivals(pending)
+    at = inputs.at
+    before = forecast(inputs.snapshot, pending, inputs.policy, at, runtime_of, arrivals=arrivals)
     snapshot, policy = inputs.snapshot, inputs.policy
     if drained:
         snapshot = replace(
@@ -331,7 +334,7 @@ def cluster_what_if(
             policy,
             reservations=(*policy.reservations, _held(cluster, inputs.view, reservation, now)),
         )
-    after = forecast(snapshot, pending, policy, at, inputs.runtime_of)
+    after = forecast(snapshot, pending, policy, at, runtime_of, arrivals=arrivals)
     return _compared(cluster, pending, before, after)
 
 

@@ -16,9 +16,11 @@ from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction
+from inventory.models import Cluster
 from scheduler import services, tasks
 from scheduler.models import Allocation, Workload, WorkloadEstimate
 from scheduler.services.estimates import LOCK_CLASS
@@ -93,6 +95,37 @@ def test_work_behind_a_running_job_is_expected_when_that_job_ends(
     running_body = _client(build, tenant).get(f"/api/v1/workloads/{running.pk}").json()
     assert running_body["estimated_start"] is None
     assert running_body["estimate_basis"] is None
+
+
+def test_urgent_work_submitted_in_the_recent_past_is_expected_again_and_delays_the_line(
+    tenant: Tenant, line: Line, settings: Any
+) -> None:
+    """The submissions of the last window are expected to come again one window later: an
+    urgent one submitted 2 h 50 min ago is expected in 10 min, before the running job ends,
+    and then goes first, so the waiting job is expected to start after it has run too."""
+    waiting = line.waiting
+    run(services.priority_class_define, name="urgent", value=1000)
+    urgent = submitted(
+        tenant.project, "urgent", gpus=8, runtime_estimate_s=HOUR, priority_class="urgent"
+    )
+    run(services.workload_cancel, workload=urgent, reason="")
+    now = timezone.now()
+    Cluster.objects.filter(pk=waiting.cluster_id).update(created_at=now - timedelta(hours=4))
+    Workload.objects.filter(pk=urgent.pk).update(
+        submitted_at=now - timedelta(hours=3) + timedelta(minutes=10)
+    )
+
+    settings.SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = 0
+    _refresh(waiting)
+    alone = WorkloadEstimate.objects.get(workload_id=waiting.pk).estimated_start
+    settings.SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = 3 * HOUR
+    _refresh(waiting)
+    expecting = WorkloadEstimate.objects.get(workload_id=waiting.pk).estimated_start
+
+    assert alone is not None
+    assert expecting is not None
+    # The urgent job's replay runs half its estimate (no history), after the running job.
+    assert abs((expecting - alone).total_seconds() - HOUR / 2) < 30
 
 
 def _at(text: str) -> datetime:

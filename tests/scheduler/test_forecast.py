@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 from scheduler.engine import Allocation, Node, Placement, Policy, Request, Snapshot, schedule
-from scheduler.engine.arrivals import EXPECTED, Outlook, expected_arrivals
+from scheduler.engine.arrivals import EXPECTED, Outlook, expected_arrivals, replayed
 from scheduler.engine.forecast import Basis, Horizon, Runtime, forecast
 from scheduler.engine.model import Reservation
 from scheduler.engine.runtimes import DEFAULT, ESTIMATE_RATIOS, RunSample, RuntimeBook
@@ -185,6 +185,7 @@ def test_the_recent_past_is_expected_to_repeat() -> None:
         (f"{EXPECTED}2:b", now + 6600),
     ]
     assert arrivals[1] == replace(submitted[1], id=f"{EXPECTED}1:b", submitted_at=now + 3000)
+    assert [replayed(a.id) for a in arrivals] == ["a", "b", "a", "b"]
     assert expected_arrivals(reversed(submitted), now, outlook) == arrivals
     capped = expected_arrivals(submitted, now, replace(outlook, max_arrivals=3))
     assert capped == arrivals[:3]
