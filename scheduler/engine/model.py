@@ -120,10 +120,13 @@ class Allocation:
     started_at: float = 0.0
     ends_at: float | None = None  # by the runtime estimate; None: unknown
     reservation: str | None = None
+    # Milli-GPU held on all its nodes, worked out once: quotas and preemption's order read it
+    # at every grant, release and preemption.
+    gpu_milli: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def gpu_milli(self) -> int:
-        return sum(len(p.gpus) * p.gpu_milli for p in self.placements)
+    def __post_init__(self) -> None:
+        held = sum(len(p.gpus) * p.gpu_milli for p in self.placements)
+        object.__setattr__(self, "gpu_milli", held)
 
 
 @dataclass(frozen=True, slots=True)
