@@ -4,7 +4,8 @@ Pure engine, no database. The cluster of ``bench scheduler`` (1,250 nodes x 8 GP
 1), filled by one cycle of 22,000 workloads; the 10,000 first in line of those left waiting
 are forecast (``scheduler.engine.forecast``: the engine run forward) with runtimes
 from a ``RuntimeBook`` learned from 5,000 seeded past runs (estimates overrun or undershot by
-a log-normal factor, as users' are).
+a log-normal factor, as users' are), expecting the arrivals the service would expect from
+these submissions (all within the last 2 h: ``arrivals.expected_arrivals``, at most 200).
 
 Measured, each the best of ``ROUNDS`` (CPU seconds of this process, so the machine's other load
 counts as little as it can):
@@ -24,6 +25,7 @@ from typing import Any
 
 from bench.registry import peak_rss_mb, suite
 from bench.scheduler import NOW, scenario
+from scheduler.engine.arrivals import Outlook, expected_arrivals
 from scheduler.engine.cycle import Scheduler
 from scheduler.engine.forecast import Runtime, forecast
 from scheduler.engine.model import WHOLE, Request
@@ -79,11 +81,18 @@ def bench_estimates(scale: float) -> dict[str, Any]:
             )
     for request in waiting:
         known[request.id] = book.runtime(request.queue, request.shape, request.runtime_estimate_s)
+    arrivals = expected_arrivals(
+        pending, NOW + 1, Outlook(), min_priority=min(r.priority for r in waiting)
+    )
+    for arrival in arrivals:
+        known[arrival.id] = book.runtime(arrival.queue, arrival.shape, arrival.runtime_estimate_s)
     runtime_of = known.__getitem__
     estimate_s = cycle_s = math.inf
     estimates: dict[str, Any] = {}
     for _ in range(ROUNDS):
-        estimates, seconds = _cpu(lambda: forecast(state, waiting, policy, NOW + 1, runtime_of))
+        estimates, seconds = _cpu(
+            lambda: forecast(state, waiting, policy, NOW + 1, runtime_of, arrivals=arrivals)
+        )
         estimate_s = min(estimate_s, seconds)
         _, seconds = _cpu(lambda: Scheduler(state, policy).cycle(waiting, NOW + 1))
         cycle_s = min(cycle_s, seconds)
@@ -92,6 +101,7 @@ def bench_estimates(scale: float) -> dict[str, Any]:
         "gpus": sum(n.gpu_count for n in state.nodes),
         "running": len(state.allocations),
         "waiting": len(waiting),
+        "expected_arrivals": len(arrivals),
         "estimate_ms": round(estimate_s * 1000, 1),
         "baseline_cycle_ms": round(cycle_s * 1000, 1),
         "cycles_per_estimate": round(estimate_s / cycle_s, 1) if cycle_s else None,
