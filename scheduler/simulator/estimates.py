@@ -17,6 +17,10 @@ headline figures), and again at every multiple of ``every_s`` of simulated time 
   face value: Slurm's ``squeue --start``, computed by the same engine (priorities, quota,
   preemption and placement alike), so it differs from ``engine`` only in the runtimes.
 
+For bounds, not estimates, ``engine`` can be told what no estimator knows (``knows_arrivals``:
+the workload's real future submissions instead of the expected ones; ``knows_runtimes``: each
+job's real runtime): how far each unknown alone keeps the forecast from the truth.
+
 Each estimate is compared with the workload's first start: within max(60 s, 20 % of the wait
 from the estimate's instant to that start), within 60 s, and the absolute error. An estimate
 of no time (beyond the horizon) misses with an infinite error; workloads that never started
@@ -117,6 +121,11 @@ class Estimates:
     every_s: float = 300.0
     horizon: Horizon = field(default_factory=Horizon)
     outlook: Outlook | None = field(default_factory=Outlook)
+    # Bounds, not estimators: the engine's estimator told what no estimator can know, the
+    # workload's real future submissions (instead of the outlook's) and every job's real
+    # runtime, to measure how far each unknown alone keeps the estimates from the truth.
+    knows_arrivals: bool = False
+    knows_runtimes: bool = False
     made: list[Made] = field(default_factory=list)
     started: dict[str, float] = field(default_factory=dict)  # first starts
     forecast_s: float = 0.0  # CPU time in the two forecasts
@@ -190,6 +199,9 @@ class Estimates:
         expected = {a.id: a for a in arrivals}
 
         def learned(workload: str) -> Runtime:
+            if self.knows_runtimes and workload in jobs:  # an expected arrival is not a job
+                real = jobs[workload].runtime_s
+                return Runtime(real, real, real, Basis.LEARNED_RUNTIMES)
             request = expected[workload] if workload in expected else jobs[workload].request
             return book.runtime(
                 request.project,
@@ -225,6 +237,8 @@ class Estimates:
     def _expected(self, now: float, pending: list[Request]) -> list[Request]:
         """The arrivals expected after ``now`` from the submissions seen so far: those of a
         priority at least the lowest waiting one (the others queue behind all of it)."""
+        if self.knows_arrivals:
+            return [job.request for job in self.workload.jobs if job.arrival_s > now]
         if self.outlook is None or not pending or self._since is None:
             return []
         return expected_arrivals(
@@ -270,6 +284,7 @@ class Estimates:
                 "forecasts": self.forecasts,
                 "forecast_cpu_s": round(self.forecast_s, 2),
                 "arrivals": None if self.outlook is None else asdict(self.outlook),
+                "knows": [k for k in ("arrivals", "runtimes") if getattr(self, f"knows_{k}")],
             },
             "baselines": {
                 name: {**first[name].as_json(), "re_estimates": again[name].as_json()}

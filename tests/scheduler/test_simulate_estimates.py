@@ -193,6 +193,29 @@ def test_the_engine_expects_arrivals_only_from_what_was_submitted(
     assert asked == []
 
 
+def test_the_bounds_tell_the_engine_what_no_estimator_knows_and_it_comes_near_the_truth() -> None:
+    """Told the real future submissions and runtimes, the forecast is the run itself but for
+    what it leaves out (fair share moving, preempted work run again, grouped instants):
+    most estimates within; each unknown alone keeps it far from that."""
+    jobs = workload.with_noise(
+        workload.synthetic(
+            workload.SyntheticSpec(jobs=40, arrival_rate_per_h=60.0, nodes=1, seed=4)
+        ),
+        workload.Noise(seed=4),
+    )
+    within = {}
+    for knows in ((), ("arrivals",), ("runtimes",), ("arrivals", "runtimes")):
+        observed = estimates.Estimates(
+            jobs, knows_arrivals="arrivals" in knows, knows_runtimes="runtimes" in knows
+        )
+        timed.run_time(jobs, "default", observer=observed)
+        within[knows] = observed.figures(at_submission=True)["engine"].within_share
+
+    both = within[("arrivals", "runtimes")]
+    assert both >= 0.5
+    assert both > max(within[("arrivals",)], within[("runtimes",)], within[()])
+
+
 def test_the_command_prints_the_estimate_figures_last() -> None:
     out = io.StringIO()
 
@@ -216,6 +239,7 @@ def test_the_command_prints_the_estimate_figures_last() -> None:
     assert payload["estimates"]["count"] > 0
     assert payload["noise"]["factor_median"] == 2.0
     assert payload["estimates"]["arrivals"]["window_s"] > 0
+    assert payload["estimates"]["knows"] == []  # no bound asked for: a real estimator
 
 
 def test_estimates_need_the_engines_run() -> None:

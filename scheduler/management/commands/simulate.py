@@ -128,6 +128,13 @@ class Command(BaseCommand):
             help="expected arrivals: at most this many per forecast",
         )
 
+        time_group.add_argument(
+            "--knows",
+            choices=("arrivals", "runtimes", "both"),
+            help="a bound, not an estimator: the engine's estimates are told the real future"
+            " submissions, every job's real runtime, or both",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         policies = [p.strip() for p in options["policies"].split(",") if p.strip()]
         unknown = sorted(set(policies) - set(POLICIES))
@@ -239,6 +246,8 @@ class Command(BaseCommand):
                 every_s=options["estimate_every"],
                 horizon=ESTIMATE_HORIZON,
                 outlook=None if options["no_arrivals"] else outlook,
+                knows_arrivals=options["knows"] in ("arrivals", "both"),
+                knows_runtimes=options["knows"] in ("runtimes", "both"),
             )
         runs = {
             policy: timed.run_time(
