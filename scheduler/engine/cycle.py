@@ -147,8 +147,10 @@ class Scheduler:
         self._empty.clear()
         self._fits_empty.clear()
 
-    def cycle(self, pending: Sequence[Request], now: float) -> Decisions:
-        """Decide for ``pending`` (see ``schedule``) and apply the decisions."""
+    def cycle(self, pending: Sequence[Request], now: float, *, in_order: bool = False) -> Decisions:
+        """Decide for ``pending`` (see ``schedule``) and apply the decisions. ``in_order``: the
+        caller vouches that ``pending`` is in the engine's order at ``now`` already (as
+        ``ordered`` gives it), so it is not sorted again."""
         policy = self.policy
         shapes = shapes_of(policy, pending)
         cluster = Cluster(self.capacity, self.ledger, self.by_cost, policy, shapes, self.no_room)
@@ -162,7 +164,7 @@ class Scheduler:
         models_of: dict[tuple[str, ...], tuple[list[str], frozenset[str]]] = {}
 
         # 2. Order: effective priority (with aging), then fair share, then arrival, then id.
-        for request in ordered(pending, policy, now):
+        for request in pending if in_order else ordered(pending, policy, now):
             known = models_of.get(request.gpu_models)
             if known is None:
                 models = acceptable_models(request, self._models_in_fleet)

@@ -287,12 +287,17 @@ def _run_forward(
     joins = iter(joining)
     join = next(joins, None)
     t, last = now, now + horizon.max_s
+    # With aging continuous (or none) and fair share frozen, every waiting workload gains
+    # alike as time passes: the line of now is the engine's order at every instant, and the
+    # cycles need not sort it again (near-ties within the 9 decimals ``ordered`` rounds
+    # effective priority to stay in the order of now).
+    still = policy.aging_step_s <= 0
     after: tuple[int, float] | None = None  # the end given back last before this instant
     while waiting and t <= last:
         while join is not None and join[0] <= t:
             bisect.insort(line, join[1])
             join = next(joins, None)
-        decisions = engine.cycle([pending[i] for i in line[: horizon.depth]], t)
+        decisions = engine.cycle([pending[i] for i in line[: horizon.depth]], t, in_order=still)
         for preemption in decisions.preemptions:
             held.pop(preemption.victim, None)  # its end event is now stale
             if preemption.victim in position:  # started by the forecast: it waits again
