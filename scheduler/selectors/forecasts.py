@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from inventory.models import Cluster
-from scheduler.engine.arrivals import EXPECTED, Outlook, expected_arrivals, replayed
+from scheduler.engine.arrivals import Outlook, expected_arrivals, replayed
 from scheduler.engine.forecast import Runtime, RuntimeOf
 from scheduler.engine.model import Policy, Request, Snapshot
 from scheduler.engine.runtimes import RuntimeBook
@@ -54,13 +54,10 @@ class ForecastInputs:
             known_since=self.known_since,
             min_priority=min(r.priority for r in pending),
         )
-        submitted, base = self.submitted, self.runtime_of
-
-        def runtime_of(workload: str) -> Runtime:
-            known = submitted.get(replayed(workload)) if workload.startswith(EXPECTED) else None
-            return known[1] if known is not None else base(workload)
-
-        return arrivals, runtime_of
+        # Each replay runs as the submission it replays.
+        runtimes = {a.id: self.submitted[replayed(a.id)][1] for a in arrivals}
+        base = self.runtime_of
+        return arrivals, lambda workload: runtimes.get(workload) or base(workload)
 
 
 def forecast_inputs(cluster_id: uuid.UUID, now: datetime) -> ForecastInputs:

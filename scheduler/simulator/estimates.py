@@ -138,7 +138,7 @@ class Estimates:
         self._book_size = 0
         self._admissions: list[float] = []
         self._seen: set[str] = set()
-        self._submitted: list[Request] = []  # every submission seen so far
+        self._submitted: list[Request] = []  # the submissions seen, of the outlook's window
         self._since: float | None = None  # the first instant observed
         self._state: tuple[Snapshot, list[Request], Policy] | None = None
         self._tick = self.every_s
@@ -241,6 +241,10 @@ class Estimates:
             return [job.request for job in self.workload.jobs if job.arrival_s > now]
         if self.outlook is None or not pending or self._since is None:
             return []
+        # What is older than the window is never replayed again: it is forgotten, so what is
+        # kept does not grow with the run.
+        window_start = now - self.outlook.window_s
+        self._submitted = [r for r in self._submitted if r.submitted_at > window_start]
         return expected_arrivals(
             self._submitted,
             now,
