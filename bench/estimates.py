@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.registry import peak_rss_mb, suite
+from bench.registry import engine_build, peak_rss_mb, suite
 from bench.scheduler import NOW, scenario
 from scheduler.engine.arrivals import Outlook, expected_arrivals
 from scheduler.engine.cycle import Scheduler
@@ -109,4 +109,5 @@ def bench_estimates(scale: float) -> dict[str, Any]:
         "never_or_beyond_horizon": len(waiting) - len(starts),
         "median_wait_s": round(starts[len(starts) // 2], 1) if starts else None,
         "peak_rss_mb": peak_rss_mb(),
+        "engine": engine_build(),
     }

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from scheduler.engine import NATIVE
+
 Suite = Callable[[float], dict[str, Any]]
 
 _suites: dict[str, Suite] = {}
@@ -31,6 +33,12 @@ def suite(name: str) -> Callable[[Suite], Suite]:
 
 def suites() -> dict[str, Suite]:
     return dict(_suites)
+
+
+def engine_build() -> str:
+    """Which engine the figures are of: ``native`` (compiled, ``scheduler/engine/native.py``)
+    or ``python``."""
+    return "native" if NATIVE else "python"
 
 
 def peak_rss_mb() -> float:

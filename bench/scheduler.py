@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.first_fit import first_fit, grouped_first_fit
-from bench.registry import peak_rss_mb, suite
+from bench.registry import engine_build, peak_rss_mb, suite
 from scheduler.engine import (
     Allocation,
     Decisions,
@@ -334,5 +334,6 @@ def scheduler(scale: float) -> dict[str, Any]:
             "incremental_vs_full": round(incremental_s / full_s, 4) if full_s else None,
         },
         "peak_rss_mb": peak_rss_mb(),
+        "engine": engine_build(),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
     }

@@ -21,13 +21,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from scheduler.engine.model import Request
+from scheduler.engine.model import Request, Value
 
 EXPECTED = "~expected:"
 
 
 @dataclass(frozen=True, slots=True)
-class Outlook:
+class Outlook(Value):
     """How the recent past is replayed (see the module's docstring)."""
 
     window_s: float = 3 * 3600.0

@@ -42,7 +42,7 @@ class Capacity:
     def copy(self, models: Collection[str], *, give: Iterable[Allocation] = ()) -> Capacity:
         """The free figures of the nodes of ``models`` as they are now, with ``give`` given back
         (on those nodes)."""
-        copied = Capacity.__new__(Capacity)
+        copied = Capacity(Snapshot(()))  # (compiled, a class is made only through __init__)
         copied.nodes = {n: node for n, node in self.nodes.items() if node.gpu_model in models}
         copied.gpu_free = {n: list(self.gpu_free[n]) for n in copied.nodes}
         copied.cpu_free = {n: self.cpu_free[n] for n in copied.nodes}

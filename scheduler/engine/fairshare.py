@@ -29,7 +29,7 @@ def jain_index(shares: list[float]) -> float:
     """Jain's fairness index of normalised shares: 1 when equal, 1/n at worst."""
     if not shares or not any(shares):
         return 1.0
-    return sum(shares) ** 2 / (len(shares) * sum(s * s for s in shares))
+    return sum(shares, 0.0) ** 2 / (len(shares) * sum((s * s for s in shares), 0.0))
 
 
 @dataclass(slots=True)

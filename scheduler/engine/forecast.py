@@ -41,7 +41,7 @@ from scheduler.engine import backfill
 from scheduler.engine.admission import acceptable_models
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.cycle import Fit, Scheduler, fit_key, shapes_of
-from scheduler.engine.model import Allocation, Policy, ReasonCode, Request, Snapshot
+from scheduler.engine.model import Allocation, Policy, ReasonCode, Request, Snapshot, Value
 from scheduler.engine.ordering import ordered
 
 
@@ -60,7 +60,7 @@ class Basis(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Runtime:
+class Runtime(Value):
     """How long a workload runs, all told: expected seconds and the 10th and 90th percentile,
     and where the figures come from (a ``Basis`` of runtimes)."""
 
@@ -71,7 +71,7 @@ class Runtime:
 
 
 @dataclass(frozen=True, slots=True)
-class StartEstimate:
+class StartEstimate(Value):
     """When a waiting workload is expected to start (``start``, with ``earliest`` and
     ``latest`` the range), or None with ``Basis.NEVER`` / ``Basis.BEYOND_HORIZON``."""
 
@@ -83,7 +83,7 @@ class StartEstimate:
 
 
 @dataclass(frozen=True, slots=True)
-class Horizon:
+class Horizon(Value):
     """How far and how finely the forecast runs (see the module's docstring)."""
 
     max_s: float = 7 * 24 * 3600.0

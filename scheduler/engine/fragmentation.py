@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.engine.capacity import Capacity
-from scheduler.engine.model import WHOLE
+from scheduler.engine.model import WHOLE, Value
 
 
 @dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(Value):
     """``gpus`` whole GPUs on each of ``nodes`` nodes (more than one: a gang)."""
 
     gpus: int
@@ -44,7 +44,7 @@ TYPICAL_SHAPES: tuple[Shape, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class ShapeFit:
+class ShapeFit(Value):
     """One shape on one GPU model: copies that could start now against copies the free GPUs
     would hold together, and the free GPUs no copy can use."""
 

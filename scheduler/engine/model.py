@@ -8,9 +8,25 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, cast
 
 WHOLE = 1000  # milli-GPU in one GPU
+
+
+class Value:
+    """A frozen value that copies and pickles by being made again from its fields: compiled
+    (``native``), a frozen dataclass refuses to be given them one by one once made."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        made = fields(cast(Any, self))  # every Value is a dataclass
+        return (_remade, (type(self), {f.name: getattr(self, f.name) for f in made if f.init}))
+
+
+def _remade(cls: type[Value], values: dict[str, Any]) -> Value:
+    return cls(**values)
 
 
 class Topology(enum.StrEnum):
@@ -23,7 +39,7 @@ class Topology(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
+class Node(Value):
     """A node as the scheduler sees it: capacity and topology, not what runs on it."""
 
     name: str
@@ -41,7 +57,7 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class Request(Value):
     """A workload asking for GPUs.
 
     Whole GPUs: ``gpus_per_node`` x ``nodes`` (with ``gpu_milli`` = 1000). A fraction of one
@@ -96,7 +112,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(Value):
     """One node's part of an allocation: exact GPUs, and the share of each."""
 
     node: str
@@ -107,7 +123,7 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
-class Allocation:
+class Allocation(Value):
     """GPUs held by a workload (running, or granted in this cycle)."""
 
     workload: str
@@ -130,7 +146,7 @@ class Allocation:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Value):
     """A cluster at one instant: its nodes and what is allocated on them."""
 
     nodes: tuple[Node, ...]
@@ -138,7 +154,7 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueConfig:
+class QueueConfig(Value):
     """A queue (one per project) in a cohort, with nominal quota per GPU model (whole GPUs).
 
     A queue may borrow idle quota of its cohort up to ``borrowing_limit`` GPUs per model
@@ -155,7 +171,7 @@ class QueueConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(Value):
     """Capacity held for an owner (a queue) in a window: ``gpus`` of ``gpu_model``."""
 
     id: str
@@ -167,7 +183,7 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(Value):
     """How the cycle decides. Queues absent from ``queues`` have no quota limit; organizations
     absent from ``organizations`` have no limit of their own."""
 
@@ -202,7 +218,7 @@ class ReasonCode(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class PendingReason:
+class PendingReason(Value):
     """Why a workload waits: a stable code, a sentence a person can act on, and figures."""
 
     code: ReasonCode
@@ -220,7 +236,7 @@ class PreemptionCode(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Preemption:
+class Preemption(Value):
     """A victim taken back for a workload: a stable code and a sentence a person can read."""
 
     victim: str
@@ -230,7 +246,7 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
-class Decisions:
+class Decisions(Value):
     allocations: tuple[Allocation, ...] = ()
     preemptions: tuple[Preemption, ...] = ()
     pending: Mapping[str, PendingReason] = field(default_factory=dict)

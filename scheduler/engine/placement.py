@@ -403,12 +403,13 @@ def _thresholds(cpus: frozenset[int], gpu_count: int) -> tuple[int, ...]:
     return tuple(sorted({0} | {cpu * tasks for cpu in cpus for tasks in range(1, gpu_count + 1)}))
 
 
+_MEMO_ENTRIES = 1 << 17  # then a memo starts afresh, so a long-lived process stays small
+
+
 class _Memo:
     """Fragmentation (full, and for the next task) of GPU states at CPU levels, for one mix of
     typical shapes, remembered from one request to the next. Keyed by state and level only:
     hashing the mix on every lookup cost more than the lookup."""
-
-    LIMIT = 1 << 17  # entries; then it starts afresh, so a long-lived process stays small
 
     def __init__(self, mix: tuple[tuple[tuple[int, ...], float], ...]) -> None:
         self.shapes = dict(mix)
@@ -418,7 +419,7 @@ class _Memo:
         key = (free, cpu_free)
         value = self.known.get(key)
         if value is None:
-            if len(self.known) >= self.LIMIT:
+            if len(self.known) >= _MEMO_ENTRIES:
                 self.known.clear()
             value = self.known[key] = (
                 fragmentation(free, self.shapes, cpu_free),

@@ -12,6 +12,7 @@ import bisect
 import enum
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from scheduler.engine.capacity import Capacity
@@ -164,9 +165,13 @@ def for_capacity(
     whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
+    victims = candidates(request, model, ledger, running, reservations)
+    first = next(victims, None)
+    if first is None:
+        return None  # often so: the nodes are weighed only when someone could make room
     room = _Room(capacity, request, model)
     removed: list[Allocation] = []
-    for victim in candidates(request, model, ledger, running, reservations):
+    for victim in chain((first,), victims):
         removed.append(victim)
         if room.give(victim):
             break
@@ -317,12 +322,12 @@ class _Room:
                 node = capacity.nodes.get(name)
                 if node is None:
                     continue
-                host = node.schedulable and node.gpu_model == self.model
+                lands = node.schedulable and node.gpu_model == self.model
                 figures = room[name] = [
                     list(capacity.gpu_free[name]),
                     capacity.cpu_free[name],
                     capacity.memory_free[name],
-                    node if host else None,
+                    node if lands else None,
                 ]
             free = figures[0]
             milli = sign * placement.gpu_milli

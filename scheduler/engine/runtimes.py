@@ -30,13 +30,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scheduler.engine.forecast import Basis, Runtime
+from scheduler.engine.model import Value
 
 DEFAULT = Runtime(expected_s=3600.0, low_s=600.0, high_s=8 * 3600.0, basis=Basis.DEFAULT_RUNTIMES)
 ESTIMATE_RATIOS = (0.5, 0.2, 1.0)  # run / estimate: expected, 10th, 90th percentile
 
 
 @dataclass(frozen=True, slots=True)
-class RunSample:
+class RunSample(Value):
     """One finished run: whose, of what shape, in which array, its estimate and duration."""
 
     project: str
@@ -47,7 +48,7 @@ class RunSample:
 
 
 @dataclass(frozen=True, slots=True)
-class Spread:
+class Spread(Value):
     """The median, 10th and 90th percentile of some samples."""
 
     median: float
