@@ -44,11 +44,19 @@ class ByCost:
     for quota looks at)."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        self._all: dict[str | None, _Sorted] = {}
-        self._preemptible: dict[str | None, _Sorted] = {}
-        self._preemptible_in: dict[tuple[str, str | None], _Sorted] = {}
+        # Sorted once each, rather than inserted one by one (a forecast starts from thousands).
+        every: dict[str | None, list[Allocation]] = {}
+        preemptible: dict[str | None, list[Allocation]] = {}
+        preemptible_in: dict[tuple[str, str | None], list[Allocation]] = {}
         for allocation in allocations:
-            self.add(allocation)
+            model = allocation.gpu_model
+            every.setdefault(model, []).append(allocation)
+            if allocation.preemptible:
+                preemptible.setdefault(model, []).append(allocation)
+                preemptible_in.setdefault((allocation.queue, model), []).append(allocation)
+        self._all = {model: _Sorted(group) for model, group in every.items()}
+        self._preemptible = {model: _Sorted(group) for model, group in preemptible.items()}
+        self._preemptible_in = {key: _Sorted(group) for key, group in preemptible_in.items()}
 
     def add(self, allocation: Allocation) -> None:
         model = allocation.gpu_model
@@ -80,9 +88,10 @@ class ByCost:
 class _Sorted:
     """Allocations in ``ByCost`` order, with their keys for bisection."""
 
-    def __init__(self) -> None:
-        self.keys: list[tuple[int, float, int, str]] = []
-        self.allocations: list[Allocation] = []
+    def __init__(self, allocations: Iterable[Allocation] = ()) -> None:
+        ordered = sorted(((self._key(a), a) for a in allocations), key=_first)  # stable: as add
+        self.keys: list[tuple[int, float, int, str]] = [key for key, _ in ordered]
+        self.allocations: list[Allocation] = [a for _, a in ordered]
 
     @staticmethod
     def _key(a: Allocation) -> tuple[int, float, int, str]:
@@ -100,6 +109,10 @@ class _Sorted:
             at += 1
         del self.keys[at]
         del self.allocations[at]
+
+
+def _first(entry: tuple[tuple[int, float, int, str], Allocation]) -> tuple[int, float, int, str]:
+    return entry[0]
 
 
 def candidates(
