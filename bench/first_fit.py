@@ -86,10 +86,9 @@ def grouped_first_fit(snapshot: Snapshot, pending: list[Request]) -> Placed:
     placed: Placed = {}
     for request in _arrival(pending):
         cpu, memory = request.cpu_milli, request.memory_mib
-        cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
         hosts: list[tuple[str, list[int]]] = []
         for model in request.gpu_models or (None,):
-            for state_id, names in capacity.classes(model):
+            for state_id, members in capacity.classes(model):
                 key = (state_id, request.gpu_milli, request.gpus_per_node)
                 if key in takes:
                     gpus = takes[key]
@@ -99,9 +98,9 @@ def grouped_first_fit(snapshot: Snapshot, pending: list[Request]) -> Placed:
                 if gpus is None:
                     continue
                 found = 0
-                for name in names:  # sorted by name: the first with the CPU and memory
-                    if cpu_free[name] >= cpu and memory_free[name] >= memory:
-                        hosts.append((name, gpus))
+                for host in members:  # sorted by name: the first with the CPU and memory
+                    if host.cpu >= cpu and host.memory >= memory:
+                        hosts.append((host.name, gpus))
                         found += 1
                         if found == request.nodes:
                             break

@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Final
 
 from scheduler.engine.model import Request, Value
 
-EXPECTED = "~expected:"
+EXPECTED: Final = "~expected:"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
-from scheduler.engine.model import Allocation, PendingReason, Request
-from scheduler.engine.placement import Shapes, fits_node, place
+from scheduler.engine.model import Allocation, PendingReason, Request, Topology
+from scheduler.engine.placement import Shapes, place
+from scheduler.engine.room import Room
 
 
 @dataclass
@@ -111,8 +112,9 @@ class Ending:
     def add(self, allocation: Allocation) -> None:
         if allocation.ends_at is None:
             return
-        at = bisect.bisect_right(self._keys, (allocation.ends_at, allocation.workload))
-        self._keys.insert(at, (allocation.ends_at, allocation.workload))
+        key = (allocation.ends_at, allocation.workload)
+        at = bisect.bisect_right(self._keys, key)
+        self._keys.insert(at, key)
         self._allocations.insert(at, allocation)
 
     def remove(self, allocation: Allocation) -> None:
@@ -144,39 +146,19 @@ def earliest_start(
     shapes: Shapes,
 ) -> float:
     """When the request could start if running work ends as estimated (inf: unknown): the
-    ``ending`` work (soonest first) given back until it fits, then taken again.
+    ``ending`` work (soonest first) given back until it fits.
 
-    Whether a request fits depends only on which nodes could hold its share of one node (a
-    gang needs enough of them, in one rack or across racks), so a request that does not fit
-    yet is weighed again only when a node just given back to could hold a share."""
-    released: list[Allocation] = []
-    start = float("inf")
-    fitting = fits(capacity, request, models, shapes)
+    Given back on a ``Room`` per model (a copy of the nodes it sits on), not on ``capacity``:
+    whether a request fits depends only on which nodes could hold its share of one node, and
+    giving back changes only the nodes given back to."""
+    if fits(capacity, request, models, shapes):
+        return next((ends_at for ends_at, _ in ending), float("inf"))
+    if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
+        return float("inf")  # it never fits
+    rooms = [Room(capacity, request, model) for model in models]
     for ends_at, allocation in ending:
-        capacity.give(allocation)
-        released.append(allocation)
-        if not fitting and not _may_hold(capacity, allocation, request, models):
-            continue
-        if fits(capacity, request, models, shapes):
-            start = ends_at
-            break
-    for allocation in released:
-        capacity.take(allocation)
-    return start
-
-
-def _may_hold(
-    capacity: Capacity, allocation: Allocation, request: Request, models: list[str]
-) -> bool:
-    """Whether a node of ``allocation`` has the GPUs, CPU and memory the request asks of one
-    node (necessary for a share to fit there, not sufficient: GPU domains are not weighed)."""
-    milli, wanted = request.gpu_milli, request.gpus_per_node
-    for placement in allocation.placements:
-        node = capacity.nodes.get(placement.node)
-        if (
-            node is not None
-            and fits_node(capacity, node, request, models)
-            and sum(f >= milli for f in capacity.gpu_free[node.name]) >= wanted
-        ):
-            return True
-    return False
+        for room in rooms:
+            room.shift(allocation, +1)
+        if any(room.fits() for room in rooms):
+            return ends_at
+    return float("inf")

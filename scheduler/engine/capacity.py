@@ -1,12 +1,12 @@
 """Free capacity of a cluster during one cycle: what the snapshot's allocations leave, updated
 as the cycle grants, preempts and tries placements.
 
-Besides the free figures per node, ``Capacity`` keeps nodes grouped by state: schedulable
-nodes of one GPU model whose GPUs are free alike (same free milli-GPU per GPU, same NVLink
-domains, same shareability) are one *class*. Placement then weighs a class once instead of
-each of its nodes: the cost of a placement depends on nothing else but the node's name, which
-only breaks ties. The groups are kept up to date by ``take`` and ``give``, the only ways the
-free figures may change.
+Besides the free figures per node (one ``Free`` record each), ``Capacity`` keeps nodes grouped
+by state: schedulable nodes of one GPU model whose GPUs are free alike (same free milli-GPU
+per GPU, same NVLink domains, same shareability) are one *class*. Placement then weighs a class
+once instead of each of its nodes: the cost of a placement depends on nothing else but the
+node's name, which only breaks ties. The groups are kept up to date by ``take`` and ``give``,
+the only ways the free figures may change.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Iterable
 from itertools import chain
+from operator import attrgetter
+from typing import Final
 
 from scheduler.engine.model import WHOLE, Allocation, Node, Snapshot
 
@@ -22,19 +24,42 @@ State = tuple[tuple[int, ...], tuple[int, ...], bool]
 # What placement makes of one state for one kind of request: the GPUs it would take, the
 # growth of fragmentation, the milli-GPU left free; None when the request does not fit.
 Choice = tuple[tuple[int, ...], float, int] | None
-_NONE: dict[int, list[str]] = {}  # the classes of a model the cluster lacks
+
+
+class Free:
+    """One node's free figures: milli-GPU of each GPU, CPU and memory. One record per node,
+    so the hot loops read a node's figures without looking its name up again."""
+
+    def __init__(self, node: Node, gpus: list[int], cpu: int, memory: int) -> None:
+        self.node, self.name = node, node.name
+        self.gpus, self.cpu, self.memory = gpus, cpu, memory
+        self.state = -1  # its GPU state's id while indexed (schedulable nodes)
+        self.kind = -1  # the id of its (NVLink domains, shareable), fixed
+        self.group: _Group | None = None  # its model's classes, while indexed
+
+
+class _Group:
+    """A GPU model's schedulable nodes by GPU state (state id -> records sorted by name), and
+    how many whole GPUs they have free."""
+
+    def __init__(self) -> None:
+        self.classes: dict[int, list[Free]] = {}
+        self.whole = 0
+
+
+_NONE: Final = _Group()  # the classes of a model the cluster lacks
+_by_name: Final = attrgetter("name")
 
 
 class Capacity:
-    """Per node: free milli-GPU of each GPU, free CPU and memory."""
+    """Per node: free milli-GPU of each GPU, free CPU and memory (``free``, by node name)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes: dict[str, Node] = {node.name: node for node in snapshot.nodes}
-        self.gpu_free: dict[str, list[int]] = {
-            node.name: [WHOLE] * node.gpu_count for node in snapshot.nodes
+        self.free: dict[str, Free] = {
+            node.name: Free(node, [WHOLE] * node.gpu_count, node.cpu_milli, node.memory_mib)
+            for node in snapshot.nodes
         }
-        self.cpu_free: dict[str, int] = {node.name: node.cpu_milli for node in snapshot.nodes}
-        self.memory_free: dict[str, int] = {node.name: node.memory_mib for node in snapshot.nodes}
         for allocation in snapshot.allocations:
             self._apply(allocation, -1, reindex=False)
         self._build_index()
@@ -44,28 +69,39 @@ class Capacity:
         (on those nodes)."""
         copied = Capacity(Snapshot(()))  # (compiled, a class is made only through __init__)
         copied.nodes = {n: node for n, node in self.nodes.items() if node.gpu_model in models}
-        copied.gpu_free = {n: list(self.gpu_free[n]) for n in copied.nodes}
-        copied.cpu_free = {n: self.cpu_free[n] for n in copied.nodes}
-        copied.memory_free = {n: self.memory_free[n] for n in copied.nodes}
+        copied.free = {
+            n: Free(f.node, list(f.gpus), f.cpu, f.memory)
+            for n, f in self.free.items()
+            if n in copied.nodes
+        }
         for allocation in give:
             copied._apply(allocation, +1, reindex=False)
         copied._build_index()
         return copied
 
     def _build_index(self) -> None:
-        # States are interned: a class is known by a small integer, cheap to hash.
-        self._state_ids: dict[State, int] = {}
+        # States are interned: a class is known by a small integer, cheap to hash; so are a
+        # node's NVLink domains and shareability, which make a state with its free shares.
+        self._state_ids: dict[tuple[tuple[int, ...], int], int] = {}
+        self._kinds: dict[tuple[tuple[int, ...], bool], int] = {}
         self.states: list[State] = []
-        self._state_of: dict[str, int] = {}
-        # GPU model -> state id -> names of the schedulable nodes in that state, sorted.
-        self._classes: dict[str | None, dict[int, list[str]]] = {}
-        self._whole: dict[str | None, int] = {}  # whole free GPUs of schedulable nodes, by model
+        self._groups: dict[str | None, _Group] = {}
         self.version = 0  # moves on every change of the free figures
         # Placement's memo: (kind of request, typical shapes) -> state id -> choice.
         self.choices: dict[tuple[object, ...], dict[int, Choice]] = {}
-        for name, node in self.nodes.items():
+        for free in self.free.values():
+            node = free.node
+            shape = (node.gpu_domains, node.shareable)
+            kind = self._kinds.get(shape)
+            if kind is None:
+                kind = self._kinds[shape] = len(self._kinds)
+            free.kind = kind
             if node.schedulable:
-                self._index(name, node)
+                group = self._groups.get(node.gpu_model)
+                if group is None:
+                    group = self._groups[node.gpu_model] = _Group()
+                free.group = group
+                self._index(free, group)
 
     def take(self, allocation: Allocation) -> None:
         self._apply(allocation, -1)
@@ -75,58 +111,60 @@ class Capacity:
 
     def _apply(self, allocation: Allocation, sign: int, *, reindex: bool = True) -> None:
         for placement in allocation.placements:
-            name = placement.node
-            node = self.nodes.get(name)
-            if node is None:
+            free = self.free.get(placement.node)
+            if free is None:
                 continue  # a node gone from the snapshot: nothing to account for
-            if reindex and node.schedulable:
-                self._unindex(name, node)
-            free = self.gpu_free[name]
+            group = free.group if reindex else None
+            if group is not None:
+                self._unindex(free, group)
+            gpus = free.gpus
             for index in placement.gpus:
-                free[index] += sign * placement.gpu_milli
-            self.cpu_free[name] += sign * placement.cpu_milli
-            self.memory_free[name] += sign * placement.memory_mib
-            if reindex and node.schedulable:
-                self._index(name, node)
+                gpus[index] += sign * placement.gpu_milli
+            free.cpu += sign * placement.cpu_milli
+            free.memory += sign * placement.memory_mib
+            if group is not None:
+                self._index(free, group)
         if reindex:
             self.version += 1
 
-    def _index(self, name: str, node: Node) -> None:
-        free = self.gpu_free[name]
-        state = (tuple(free), node.gpu_domains, node.shareable)
-        state_id = self._state_ids.get(state)
+    def _index(self, free: Free, group: _Group) -> None:
+        shares = tuple(free.gpus)
+        key = (shares, free.kind)
+        state_id = self._state_ids.get(key)
         if state_id is None:
-            state_id = self._state_ids[state] = len(self.states)
-            self.states.append(state)
-        self._state_of[name] = state_id
-        members = self._classes.setdefault(node.gpu_model, {}).setdefault(state_id, [])
-        bisect.insort(members, name)
-        self._whole[node.gpu_model] = self._whole.get(node.gpu_model, 0) + free.count(WHOLE)
+            state_id = self._state_ids[key] = len(self.states)
+            self.states.append((shares, free.node.gpu_domains, free.node.shareable))
+        free.state = state_id
+        members = group.classes.get(state_id)
+        if members is None:
+            group.classes[state_id] = [free]
+        else:
+            bisect.insort(members, free, key=_by_name)
+        group.whole += shares.count(WHOLE)
 
-    def _unindex(self, name: str, node: Node) -> None:
-        classes = self._classes[node.gpu_model]
-        state_id = self._state_of.pop(name)
-        members = classes[state_id]
-        del members[bisect.bisect_left(members, name)]
-        if not members:
-            del classes[state_id]
-        self._whole[node.gpu_model] -= self.gpu_free[name].count(WHOLE)
+    def _unindex(self, free: Free, group: _Group) -> None:
+        members = group.classes[free.state]
+        if len(members) == 1:
+            del group.classes[free.state]
+        else:
+            del members[bisect.bisect_left(members, free.name, key=_by_name)]
+        group.whole -= free.gpus.count(WHOLE)
 
-    def classes(self, model: str | None) -> Iterable[tuple[int, list[str]]]:
-        """(state id, names sorted) of the schedulable nodes of ``model`` (None: any model),
-        grouped by GPU state; ``states[state id]`` is the state. Not to be held across a
-        ``take`` or ``give``. A model's classes are a view of the index (placement's hot loop
-        iterates it)."""
+    def classes(self, model: str | None) -> Iterable[tuple[int, list[Free]]]:
+        """(state id, the nodes' records sorted by name) of the schedulable nodes of ``model``
+        (None: any model), grouped by GPU state; ``states[state id]`` is the state. Not to be
+        held across a ``take`` or ``give``. A model's classes are a view of the index
+        (placement's hot loop iterates it)."""
         if model is not None:
-            return self._classes.get(model, _NONE).items()
-        return chain.from_iterable(classes.items() for classes in self._classes.values())
+            return self._groups.get(model, _NONE).classes.items()
+        return chain.from_iterable(group.classes.items() for group in self._groups.values())
 
     def whole_free(self, node: str) -> list[int]:
         """Indexes of the node's GPUs nobody uses."""
-        return [i for i, free in enumerate(self.gpu_free[node]) if free == WHOLE]
+        return [i for i, free in enumerate(self.free[node].gpus) if free == WHOLE]
 
     def free_gpus_of(self, models: Iterable[str] | None) -> int:
         """Whole free GPUs on schedulable nodes of these models (None: any model)."""
         if models is None:
-            return sum(self._whole.values())
-        return sum(self._whole.get(model, 0) for model in set(models))
+            return sum(group.whole for group in self._groups.values())
+        return sum(self._groups.get(model, _NONE).whole for model in set(models))

@@ -36,6 +36,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import count
+from typing import Final
 
 from scheduler.engine import backfill
 from scheduler.engine.admission import acceptable_models
@@ -244,7 +245,7 @@ class _Run:
     chains: _Chains
 
 
-_WAITS = {
+_WAITS: Final = {
     ReasonCode.RESERVED: Basis.RESERVATION,
     ReasonCode.BEHIND_HIGHER_PRIORITY: Basis.HEAD_OF_LINE,
     ReasonCode.QUOTA: Basis.QUOTA,

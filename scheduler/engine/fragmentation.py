@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import WHOLE, Value
@@ -33,7 +34,7 @@ class Shape(Value):
 
 
 # The shapes the fleet is usually asked for: single nodes of 1 to 8 GPUs, gangs of full nodes.
-TYPICAL_SHAPES: tuple[Shape, ...] = (
+TYPICAL_SHAPES: Final[tuple[Shape, ...]] = (
     Shape(1),
     Shape(2),
     Shape(4),
@@ -62,8 +63,8 @@ class ShapeFit(Value):
 def free_whole_by_node(capacity: Capacity, model: str | None) -> list[int]:
     """Whole free GPUs of each schedulable node of ``model``, as placement counts them."""
     free: list[int] = []
-    for state_id, names in capacity.classes(model):
-        free.extend([capacity.states[state_id][0].count(WHOLE)] * len(names))
+    for state_id, members in capacity.classes(model):
+        free.extend([capacity.states[state_id][0].count(WHOLE)] * len(members))
     return free
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, cast
+from typing import Any, Final, cast
 
-WHOLE = 1000  # milli-GPU in one GPU
+WHOLE: Final = 1000  # milli-GPU in one GPU
 
 
 class Value:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import sub
+from typing import Final
 
 from scheduler.engine.fairshare import effective_priority
 from scheduler.engine.model import Policy, Request
 
 # Effective priorities this far apart round apart at 9 decimals: only closer ones need the
 # rest of the key to be ordered.
-_NEAR = 1e-8
+_NEAR: Final = 1e-8
 
 
 def ordered(pending: Sequence[Request], policy: Policy, now: float) -> list[Request]:

@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import cache, lru_cache
+from typing import Final
 
 from scheduler.engine.capacity import Capacity, Choice, State
 from scheduler.engine.model import WHOLE, Node, Placement, Request, Topology
@@ -72,7 +73,7 @@ def _next_task_fragmentation(free: Sequence[int], shapes: Shapes, cpu_free: int)
 
 def choose_gpus(capacity: Capacity, node: Node, request: Request) -> tuple[int, ...] | None:
     """The GPUs of ``node`` this request would take, or None when they are not there."""
-    return choose_in(capacity.gpu_free[node.name], node, request)
+    return choose_in(capacity.free[node.name].gpus, node, request)
 
 
 def choose_in(free: Sequence[int], node: Node, request: Request) -> tuple[int, ...] | None:
@@ -119,15 +120,6 @@ def _choose(
     return tuple(sorted(chosen[:wanted])) if len(chosen) >= wanted else None
 
 
-def fits_node(capacity: Capacity, node: Node, request: Request, models: Sequence[str]) -> bool:
-    return (
-        node.schedulable
-        and (not models or node.gpu_model in models)
-        and capacity.cpu_free[node.name] >= request.cpu_milli
-        and capacity.memory_free[node.name] >= request.memory_mib
-    )
-
-
 def _placement(node: Node, gpus: tuple[int, ...], request: Request) -> Placement:
     return Placement(
         node=node.name,
@@ -141,7 +133,7 @@ def _placement(node: Node, gpus: tuple[int, ...], request: Request) -> Placement
 def _cost(
     capacity: Capacity, node: Node, gpus: tuple[int, ...], request: Request, shapes: Shapes
 ) -> tuple[float, int, str]:
-    growth, left = _growth(capacity.gpu_free[node.name], gpus, request.gpu_milli, shapes)
+    growth, left = _growth(capacity.free[node.name].gpus, gpus, request.gpu_milli, shapes)
     return (growth, left, node.name)
 
 
@@ -199,7 +191,7 @@ def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes)
 
 
 Option = tuple[tuple[float, int, str], Node, tuple[int, ...]]
-_UNKNOWN: Choice = ((), -1.0, -1)  # a state not weighed yet for this kind of request
+_UNKNOWN: Final[Choice] = ((), -1.0, -1)  # a state not weighed yet for this kind of request
 
 
 def place(
@@ -222,29 +214,39 @@ def place(
         return _place_cpu_aware(capacity, request, model, shapes)
     choices = _choices(capacity, request, shapes)
     cpu, memory = request.cpu_milli, request.memory_mib
-    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
     if request.nodes == 1:
-        best: tuple[float, int, str] | None = None
+        # The least (growth, left, name) so far, as scalars (compiled, they compare natively).
+        best: Node | None = None
+        best_growth, best_left, best_name = 0.0, 0, ""
         best_gpus: tuple[int, ...] = ()
-        for state_id, names in capacity.classes(model):
+        for state_id, members in capacity.classes(model):
             choice = choices.get(state_id, _UNKNOWN)
             if choice is _UNKNOWN:
                 choice = choices[state_id] = _choice(capacity, state_id, request, shapes)
             if choice is None:
                 continue
             gpus, growth, left = choice
-            if best is not None and (growth > best[0] or (growth == best[0] and left > best[1])):
+            if best is not None and (
+                growth > best_growth or (growth == best_growth and left > best_left)
+            ):
                 continue  # no node of this state can win, whatever its name
-            for name in names:
-                if cpu_free[name] >= cpu and memory_free[name] >= memory:
-                    if best is None or (growth, left, name) < best:
-                        best, best_gpus = (growth, left, name), gpus
+            for free in members:
+                if free.cpu >= cpu and free.memory >= memory:
+                    name = free.name
+                    if (
+                        best is None
+                        or growth < best_growth
+                        or left < best_left
+                        or (left == best_left and name < best_name)
+                    ):
+                        best, best_gpus = free.node, gpus
+                        best_growth, best_left, best_name = growth, left, name
                     break
         if best is None:
             return None
-        return (_placement(capacity.nodes[best[2]], best_gpus, request),)
+        return (_placement(best, best_gpus, request),)
     options: list[Option] = []
-    for state_id, names in capacity.classes(model):
+    for state_id, members in capacity.classes(model):
         if state_id in choices:
             choice = choices[state_id]
         else:
@@ -252,9 +254,9 @@ def place(
         if choice is None:
             continue
         gpus, growth, left = choice
-        for name in names:
-            if cpu_free[name] >= cpu and memory_free[name] >= memory:
-                options.append(((growth, left, name), capacity.nodes[name], gpus))
+        for free in members:
+            if free.cpu >= cpu and free.memory >= memory:
+                options.append(((growth, left, free.name), free.node, gpus))
     return _place_gang(options, request)
 
 
@@ -269,7 +271,8 @@ def weigh(
     for placement in placements:
         node = capacity.nodes[placement.node]
         if cpu_aware:
-            free, have = capacity.gpu_free[node.name], capacity.cpu_free[node.name]
+            figures = capacity.free[node.name]
+            free, have = figures.gpus, figures.cpu
             after = _after(free, placement.gpus, request.gpu_milli)
             growth += round(
                 fragmentation(after, shapes, have - request.cpu_milli)
@@ -297,11 +300,10 @@ def _place_cpu_aware(
     cpus = frozenset(shape[3] for shape in shapes if len(shape) > 3)
     memo = _memo(tuple(shapes.items()))
     cpu, memory = request.cpu_milli, request.memory_mib
-    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
     costs: dict[tuple[int, int, int], tuple[float, float]] = {}
     options: list[Option] = []
     one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
-    for state_id, names in capacity.classes(model):
+    for state_id, members in capacity.classes(model):
         state = capacity.states[state_id]
         taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
         if taken is None:
@@ -309,9 +311,9 @@ def _place_cpu_aware(
         free, (gpus, after) = state[0], taken
         left = sum(after)
         thresholds = _thresholds(cpus, len(free))
-        for name in names:
-            have = cpu_free[name]
-            if have < cpu or memory_free[name] < memory:
+        for figures in members:
+            have = figures.cpu
+            if have < cpu or figures.memory < memory:
                 continue
             key = (
                 state_id,
@@ -321,7 +323,7 @@ def _place_cpu_aware(
             cost = costs.get(key)
             if cost is None:
                 cost = costs[key] = _cost_between(free, after, thresholds, key[1], key[2], memo)
-            options.append(((cost[0], left, name), capacity.nodes[name], gpus))
+            options.append(((cost[0], left, figures.name), figures.node, gpus))
     return _place_gang(options, request)
 
 
@@ -335,12 +337,12 @@ def _place_single_cpu_aware(
     cpus = frozenset(shape[3] for shape in shapes if len(shape) > 3)
     memo = _memo(tuple(shapes.items()))
     cpu, memory = request.cpu_milli, request.memory_mib
-    cpu_free, memory_free = capacity.cpu_free, capacity.memory_free
     one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
     best: tuple[float, float, int, str] | None = None
     best_gpus: tuple[int, ...] = ()
+    best_node: Node | None = None
     known, at = memo.known, memo.at
-    for state_id, names in capacity.classes(model):
+    for state_id, members in capacity.classes(model):
         state = capacity.states[state_id]
         taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
         if taken is None:
@@ -349,24 +351,25 @@ def _place_single_cpu_aware(
         left = sum(after)
         thresholds = _thresholds(cpus, len(free))
         weighed: set[tuple[int, int]] = set()
-        for name in names:
-            have = cpu_free[name]
-            if have < cpu or memory_free[name] < memory:
+        for figures in members:
+            have = figures.cpu
+            if have < cpu or figures.memory < memory:
                 continue
             before = thresholds[bisect_right(thresholds, have) - 1]
             remains = thresholds[bisect_right(thresholds, have - cpu) - 1]
-            if len(names) > 1:
+            if len(members) > 1:
                 if (before, remains) in weighed:
                     continue  # an earlier name of this state costs the same
                 weighed.add((before, remains))
             now = known.get((free, before)) or at(free, before)
             then = known.get((after, remains)) or at(after, remains)
+            name = figures.name
             candidate = (round(then[0] - now[0], 6), round(then[1] - now[1], 6), left, name)
             if best is None or candidate < best:
-                best, best_gpus = candidate, gpus
-    if best is None:
+                best, best_gpus, best_node = candidate, gpus, figures.node
+    if best_node is None:
         return None
-    return (_placement(capacity.nodes[best[3]], best_gpus, request),)
+    return (_placement(best_node, best_gpus, request),)
 
 
 def _cost_between(
@@ -403,7 +406,7 @@ def _thresholds(cpus: frozenset[int], gpu_count: int) -> tuple[int, ...]:
     return tuple(sorted({0} | {cpu * tasks for cpu in cpus for tasks in range(1, gpu_count + 1)}))
 
 
-_MEMO_ENTRIES = 1 << 17  # then a memo starts afresh, so a long-lived process stays small
+_MEMO_ENTRIES: Final = 1 << 17  # then a memo starts afresh, so a long-lived process stays small
 
 
 class _Memo:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
-from typing import Any
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import (
-    WHOLE,
     Allocation,
     Placement,
     Preemption,
@@ -26,8 +23,9 @@ from scheduler.engine.model import (
     Reservation,
     Topology,
 )
-from scheduler.engine.placement import Shapes, choose_in, place
+from scheduler.engine.placement import Shapes, place
 from scheduler.engine.quota import QuotaLedger
+from scheduler.engine.room import Room
 
 
 class Cause(enum.Enum):
@@ -35,6 +33,14 @@ class Cause(enum.Enum):
 
     CAPACITY = "capacity"  # GPUs, on the nodes where the request then fits
     QUOTA = "quota"  # the quota of the request's queue (or organization)
+
+
+# Cost to preempt, cheapest first (see ``ByCost``).
+Key = tuple[int, float, int, str]
+
+
+def _key(a: Allocation) -> Key:
+    return (a.priority, -a.started_at, a.gpu_milli, a.workload)
 
 
 class ByCost:
@@ -59,18 +65,19 @@ class ByCost:
         self._preemptible_in = {key: _Sorted(group) for key, group in preemptible_in.items()}
 
     def add(self, allocation: Allocation) -> None:
-        model = allocation.gpu_model
-        self._all.setdefault(model, _Sorted()).add(allocation)
+        model, key = allocation.gpu_model, _key(allocation)
+        self._all.setdefault(model, _Sorted()).add(key, allocation)
         if allocation.preemptible:
-            self._preemptible.setdefault(model, _Sorted()).add(allocation)
-            self._preemptible_in.setdefault((allocation.queue, model), _Sorted()).add(allocation)
+            self._preemptible.setdefault(model, _Sorted()).add(key, allocation)
+            in_queue = self._preemptible_in.setdefault((allocation.queue, model), _Sorted())
+            in_queue.add(key, allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        model = allocation.gpu_model
-        self._all[model].remove(allocation)
+        model, key = allocation.gpu_model, _key(allocation)
+        self._all[model].remove(key, allocation)
         if allocation.preemptible:
-            self._preemptible[model].remove(allocation)
-            self._preemptible_in[(allocation.queue, model)].remove(allocation)
+            self._preemptible[model].remove(key, allocation)
+            self._preemptible_in[(allocation.queue, model)].remove(key, allocation)
 
     def of(self, model: str) -> list[Allocation]:
         known = self._all.get(model)
@@ -86,32 +93,27 @@ class ByCost:
 
 
 class _Sorted:
-    """Allocations in ``ByCost`` order, with their keys for bisection."""
+    """Allocations in ``ByCost`` order, with their keys (``_key``) for bisection."""
 
     def __init__(self, allocations: Iterable[Allocation] = ()) -> None:
-        ordered = sorted(((self._key(a), a) for a in allocations), key=_first)  # stable: as add
-        self.keys: list[tuple[int, float, int, str]] = [key for key, _ in ordered]
+        ordered = sorted(((_key(a), a) for a in allocations), key=_first)  # stable: as add
+        self.keys: list[Key] = [key for key, _ in ordered]
         self.allocations: list[Allocation] = [a for _, a in ordered]
 
-    @staticmethod
-    def _key(a: Allocation) -> tuple[int, float, int, str]:
-        return (a.priority, -a.started_at, a.gpu_milli, a.workload)
-
-    def add(self, allocation: Allocation) -> None:
-        key = self._key(allocation)
+    def add(self, key: Key, allocation: Allocation) -> None:
         at = bisect.bisect_right(self.keys, key)
         self.keys.insert(at, key)
         self.allocations.insert(at, allocation)
 
-    def remove(self, allocation: Allocation) -> None:
-        at = bisect.bisect_left(self.keys, self._key(allocation))
+    def remove(self, key: Key, allocation: Allocation) -> None:
+        at = bisect.bisect_left(self.keys, key)
         while self.allocations[at] is not allocation:
             at += 1
         del self.keys[at]
         del self.allocations[at]
 
 
-def _first(entry: tuple[tuple[int, float, int, str], Allocation]) -> tuple[int, float, int, str]:
+def _first(entry: tuple[Key, Allocation]) -> Key:
     return entry[0]
 
 
@@ -174,7 +176,7 @@ def for_capacity(
 
     Candidates are given back cheapest first until the request fits; then every victim the
     placement can do without is spared, most valuable first. Victims are weighed on a
-    ``_Room`` (only their nodes change), and placement runs once on the capacity they leave:
+    ``Room`` (only their nodes change), and placement runs once on the capacity they leave:
     whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
@@ -182,7 +184,7 @@ def for_capacity(
     first = next(victims, None)
     if first is None:
         return None  # often so: the nodes are weighed only when someone could make room
-    room = _Room(capacity, request, model)
+    room = Room(capacity, request, model)
     removed: list[Allocation] = []
     for victim in chain((first,), victims):
         removed.append(victim)
@@ -281,89 +283,3 @@ def preemption_of(victim: Allocation, request: Request, cause: Cause) -> Preempt
         PreemptionCode.RECLAIM,
         f"reclaim: queue {request.queue} takes back its nominal quota",
     )
-
-
-class _Room:
-    """The nodes of ``model`` where a request fits, as preemption gives victims back (or takes
-    them again) on a copy of their nodes' free figures; the cluster's ``Capacity`` is not
-    touched. Fits as ``place`` would find: one node, or enough nodes for a gang (in one rack
-    for ``same_rack``)."""
-
-    def __init__(self, capacity: Capacity, request: Request, model: str) -> None:
-        self.capacity, self.request, self.model = capacity, request, model
-        self.cpu, self.memory = request.cpu_milli, request.memory_mib
-        self.whole = 0 if request.fractional else request.gpus_per_node
-        # Per node given back on: [free milli-GPU per GPU, free CPU, free memory, the node
-        # when the request may land on it, else None].
-        self.free: dict[str, list[Any]] = {}
-        self.given_on: dict[str, list[Allocation]] = {}
-        self.fitting: set[str] = set()
-        self.per_rack: Counter[str] = Counter()
-        if request.nodes > 1:  # a single node does not fit anywhere yet: ``place`` said so
-            for state_id, names in capacity.classes(model):
-                if choose_in(capacity.states[state_id][0], capacity.nodes[names[0]], request):
-                    for name in names:
-                        if (
-                            capacity.cpu_free[name] >= self.cpu
-                            and capacity.memory_free[name] >= self.memory
-                        ):
-                            self._fit(name, True)
-
-    def _fit(self, name: str, fits: bool) -> None:
-        rack = self.capacity.nodes[name].rack
-        if fits:
-            self.fitting.add(name)
-            self.per_rack[rack] += 1
-        else:
-            self.fitting.discard(name)
-            self.per_rack[rack] -= 1
-
-    def give(self, victim: Allocation) -> bool:
-        """Give ``victim`` back; whether the request fits now."""
-        self.shift(victim, +1)
-        for placement in victim.placements:
-            self.given_on.setdefault(placement.node, []).append(victim)
-        return self.fits()
-
-    def shift(self, allocation: Allocation, sign: int) -> None:
-        """Give ``allocation`` back (+1) or take it again (-1)."""
-        capacity, room = self.capacity, self.free
-        for placement in allocation.placements:
-            name = placement.node
-            figures = room.get(name)
-            if figures is None:
-                node = capacity.nodes.get(name)
-                if node is None:
-                    continue
-                lands = node.schedulable and node.gpu_model == self.model
-                figures = room[name] = [
-                    list(capacity.gpu_free[name]),
-                    capacity.cpu_free[name],
-                    capacity.memory_free[name],
-                    node if lands else None,
-                ]
-            free = figures[0]
-            milli = sign * placement.gpu_milli
-            for index in placement.gpus:
-                free[index] += milli
-            figures[1] += sign * placement.cpu_milli
-            figures[2] += sign * placement.memory_mib
-            host = figures[3]
-            if host is not None:
-                fits = (
-                    figures[1] >= self.cpu
-                    and figures[2] >= self.memory
-                    and free.count(WHOLE) >= self.whole
-                    and choose_in(free, host, self.request) is not None
-                )
-                if fits != (name in self.fitting):
-                    self._fit(name, fits)
-
-    def fits(self) -> bool:
-        request = self.request
-        if request.nodes == 1:
-            return bool(self.fitting)
-        wanted = request.least_nodes
-        if request.topology is Topology.SAME_RACK:
-            return any(count >= wanted for count in self.per_rack.values())
-        return len(self.fitting) >= wanted

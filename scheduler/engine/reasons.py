@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import (
@@ -15,7 +16,7 @@ from scheduler.engine.model import (
     Topology,
 )
 
-CAPACITY_CODES = frozenset({ReasonCode.FRAGMENTED, ReasonCode.INSUFFICIENT, ReasonCode.GANG})
+CAPACITY_CODES: Final = frozenset({ReasonCode.FRAGMENTED, ReasonCode.INSUFFICIENT, ReasonCode.GANG})
 
 
 def _gpus(milli: int) -> str:
@@ -67,9 +68,9 @@ def no_room(request: Request, model: str, capacity: Capacity) -> PendingReason:
     # Schedulable nodes of the model, by GPU state: (whole free GPUs, how many such nodes).
     whole: list[tuple[int, int]] = []
     shares: list[int] = []  # free milli-GPU of each GPU of a shareable node, once per state
-    for state_id, names in capacity.classes(model):
+    for state_id, members in capacity.classes(model):
         gpu_free, _domains, shareable = capacity.states[state_id]
-        whole.append((gpu_free.count(WHOLE), len(names)))
+        whole.append((gpu_free.count(WHOLE), len(members)))
         if shareable:
             shares.extend(gpu_free)
     free = sum(count * nodes for count, nodes in whole)

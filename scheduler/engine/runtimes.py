@@ -28,12 +28,15 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from scheduler.engine.forecast import Basis, Runtime
 from scheduler.engine.model import Value
 
-DEFAULT = Runtime(expected_s=3600.0, low_s=600.0, high_s=8 * 3600.0, basis=Basis.DEFAULT_RUNTIMES)
-ESTIMATE_RATIOS = (0.5, 0.2, 1.0)  # run / estimate: expected, 10th, 90th percentile
+DEFAULT: Final = Runtime(
+    expected_s=3600.0, low_s=600.0, high_s=8 * 3600.0, basis=Basis.DEFAULT_RUNTIMES
+)
+ESTIMATE_RATIOS: Final = (0.5, 0.2, 1.0)  # run / estimate: expected, 10th, 90th percentile
 
 
 @dataclass(frozen=True, slots=True)

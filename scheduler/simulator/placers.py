@@ -29,13 +29,13 @@ POLICIES = ("random", "first-fit", "best-fit", "default")
 
 def fits(capacity: Capacity, node: Node, request: Request) -> bool:
     """Model, CPU and memory: what a node must have before its GPUs are looked at."""
-    name = node.name
+    free = capacity.free[node.name]
     return (
         node.schedulable
         and (not request.gpu_models or node.gpu_model in request.gpu_models)
-        and capacity.cpu_free[name] >= request.cpu_milli
-        and capacity.memory_free[name] >= request.memory_mib
-        and sum(capacity.gpu_free[name]) >= request.gpus_per_node * request.gpu_milli
+        and free.cpu >= request.cpu_milli
+        and free.memory >= request.memory_mib
+        and sum(free.gpus) >= request.gpus_per_node * request.gpu_milli
     )
 
 
@@ -87,20 +87,17 @@ def random_placer(order: Sequence[Node], rng: random.Random) -> Placer:
     def placer(capacity: Capacity, request: Request) -> tuple[Placement, ...] | None:
         options = []
         for model in dict.fromkeys(request.gpu_models or (None,)):
-            for state_id, names in capacity.classes(model):
+            for state_id, members in capacity.classes(model):
                 state = capacity.states[state_id]
                 kind = (state, request.gpus_per_node, request.gpu_milli, request.topology)
                 if kind not in taken:
-                    taken[kind] = choose_gpus(capacity, capacity.nodes[names[0]], request)
+                    taken[kind] = choose_gpus(capacity, members[0].node, request)
                 gpus = taken[kind]
                 if gpus is None:
                     continue
-                for name in names:
-                    if (
-                        capacity.cpu_free[name] >= request.cpu_milli
-                        and capacity.memory_free[name] >= request.memory_mib
-                    ):
-                        options.append((position[name], gpus))
+                for free in members:
+                    if free.cpu >= request.cpu_milli and free.memory >= request.memory_mib:
+                        options.append((position[free.name], gpus))
         if not options:
             return None
         options.sort()
@@ -121,8 +118,9 @@ def best_fit_placer(order: Sequence[Node]) -> Placer:
         for node in order:
             if not fits(capacity, node, request):
                 continue
-            left_cpu = capacity.cpu_free[node.name] - request.cpu_milli
-            left_gpu = sum(capacity.gpu_free[node.name]) - demand
+            free = capacity.free[node.name]
+            left_cpu = free.cpu - request.cpu_milli
+            left_gpu = sum(free.gpus) - demand
             score = (0.5 * left_cpu / max_cpu + 0.5 * left_gpu / max_gpu, node.name)
             if best is not None and score >= best:
                 continue

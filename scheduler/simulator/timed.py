@@ -295,11 +295,11 @@ def _fragmented_pct(capacity: Capacity, shapes: Shapes) -> float:
     """Of the free GPU, the share that the typical shapes could not use (the engine's measure)."""
     free_total = 0
     unusable = 0.0
-    for free in capacity.gpu_free.values():
-        node_free = sum(free)
+    for figures in capacity.free.values():
+        node_free = sum(figures.gpus)
         if node_free:
             free_total += node_free
-            unusable += fragmentation(free, shapes)
+            unusable += fragmentation(figures.gpus, shapes)
     return 100.0 * unusable / free_total if free_total else 0.0
 
 

@@ -51,7 +51,7 @@ def fleets(draw: st.DrawFn) -> Capacity:
         cpu = draw(st.sampled_from([2_000, 4_000, 8_000]))
         request = Request(id=f"a{index}", queue="q", gpu_milli=milli, cpu_milli=cpu)
         gpus = choose_gpus(capacity, node, request)
-        if gpus is None or capacity.cpu_free[node.name] < cpu:
+        if gpus is None or capacity.free[node.name].cpu < cpu:
             continue
         placement = Placement(node.name, gpus, milli, cpu, 1_024)
         capacity.take(Allocation(request.id, "q", None, (placement,)))
@@ -61,13 +61,13 @@ def fleets(draw: st.DrawFn) -> Capacity:
 def _by_definition(capacity: Capacity, request: Request) -> tuple[str, tuple[int, ...]] | None:
     best = None
     for name, node in sorted(capacity.nodes.items()):
-        have = capacity.cpu_free[name]
-        if have < request.cpu_milli or capacity.memory_free[name] < request.memory_mib:
+        have = capacity.free[name].cpu
+        if have < request.cpu_milli or capacity.free[name].memory < request.memory_mib:
             continue
         gpus = choose_gpus(capacity, node, request)
         if gpus is None:
             continue
-        free = list(capacity.gpu_free[name])
+        free = list(capacity.free[name].gpus)
         after = list(free)
         for index in gpus:
             after[index] -= request.gpu_milli

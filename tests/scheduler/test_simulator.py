@@ -85,9 +85,10 @@ def test_fill_never_allocates_beyond_any_node_and_honours_models(policy: str) ->
     capacity, allocations = _replay(nodes, policy, seed=7)
 
     for name, node in by_name.items():
-        assert all(0 <= free <= WHOLE for free in capacity.gpu_free[name])
-        assert 0 <= capacity.cpu_free[name] <= node.cpu_milli
-        assert 0 <= capacity.memory_free[name] <= node.memory_mib
+        free = capacity.free[name]
+        assert all(0 <= share <= WHOLE for share in free.gpus)
+        assert 0 <= free.cpu <= node.cpu_milli
+        assert 0 <= free.memory <= node.memory_mib
     per_gpu: dict[tuple[str, int], int] = defaultdict(int)
     for allocation in allocations:
         request = wanted[allocation.workload.split("#")[0]]
