@@ -5,7 +5,6 @@ estimated to end, until the workload fits."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -13,6 +12,7 @@ from scheduler.engine import reasons
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import Allocation, PendingReason, Request, Topology
 from scheduler.engine.placement import Shapes, place
+from scheduler.engine.ranked import Ranked
 from scheduler.engine.room import Room
 
 
@@ -105,30 +105,20 @@ class Ending:
     """Running work with an estimated end, soonest first (then by workload id)."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        ending = sorted(((a.ends_at, a.workload), a) for a in allocations if a.ends_at is not None)
-        self._keys: list[tuple[float, str]] = [key for key, _ in ending]
-        self._allocations: list[Allocation] = [a for _, a in ending]
+        self._ranked = Ranked(
+            ((a.ends_at, a.workload), a) for a in allocations if a.ends_at is not None
+        )
 
     def add(self, allocation: Allocation) -> None:
-        if allocation.ends_at is None:
-            return
-        key = (allocation.ends_at, allocation.workload)
-        at = bisect.bisect_right(self._keys, key)
-        self._keys.insert(at, key)
-        self._allocations.insert(at, allocation)
+        if allocation.ends_at is not None:
+            self._ranked.add((allocation.ends_at, allocation.workload), allocation)
 
     def remove(self, allocation: Allocation) -> None:
-        if allocation.ends_at is None:
-            return
-        key = (allocation.ends_at, allocation.workload)
-        at = bisect.bisect_left(self._keys, key)
-        while self._allocations[at] is not allocation:
-            at += 1
-        del self._keys[at]
-        del self._allocations[at]
+        if allocation.ends_at is not None:
+            self._ranked.remove((allocation.ends_at, allocation.workload), allocation)
 
     def of(self, models: list[str]) -> Iterator[tuple[float, Allocation]]:
-        for (ends_at, _), allocation in zip(self._keys, self._allocations, strict=True):
+        for (ends_at, _), allocation in self._ranked.entries():
             if allocation.gpu_model in models:
                 yield ends_at, allocation
 

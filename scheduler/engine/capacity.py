@@ -39,11 +39,12 @@ class Free:
 
 
 class _Group:
-    """A GPU model's schedulable nodes by GPU state (state id -> records sorted by name), and
-    how many whole GPUs they have free."""
+    """A GPU model's schedulable nodes by GPU state (state id -> records sorted by name), the
+    same by how many whole GPUs a node of the state has free, and how many the nodes have."""
 
     def __init__(self) -> None:
         self.classes: dict[int, list[Free]] = {}
+        self.by_whole: dict[int, dict[int, list[Free]]] = {}
         self.whole = 0
 
 
@@ -135,20 +136,27 @@ class Capacity:
             state_id = self._state_ids[key] = len(self.states)
             self.states.append((shares, free.node.gpu_domains, free.node.shareable))
         free.state = state_id
+        whole = shares.count(WHOLE)
         members = group.classes.get(state_id)
         if members is None:
-            group.classes[state_id] = [free]
+            group.classes[state_id] = members = [free]
+            bucket = group.by_whole.get(whole)
+            if bucket is None:
+                bucket = group.by_whole[whole] = {}
+            bucket[state_id] = members
         else:
             bisect.insort(members, free, key=_by_name)
-        group.whole += shares.count(WHOLE)
+        group.whole += whole
 
     def _unindex(self, free: Free, group: _Group) -> None:
         members = group.classes[free.state]
+        whole = free.gpus.count(WHOLE)
         if len(members) == 1:
             del group.classes[free.state]
+            del group.by_whole[whole][free.state]
         else:
             del members[bisect.bisect_left(members, free.name, key=_by_name)]
-        group.whole -= free.gpus.count(WHOLE)
+        group.whole -= whole
 
     def classes(self, model: str | None) -> Iterable[tuple[int, list[Free]]]:
         """(state id, the nodes' records sorted by name) of the schedulable nodes of ``model``
@@ -158,6 +166,17 @@ class Capacity:
         if model is not None:
             return self._groups.get(model, _NONE).classes.items()
         return chain.from_iterable(group.classes.items() for group in self._groups.values())
+
+    def classes_with(self, model: str | None, whole: int) -> Iterable[tuple[int, list[Free]]]:
+        """``classes(model)`` of the states with at least ``whole`` whole GPUs free on a node
+        (in no particular order): where a request for that many whole GPUs per node may fit."""
+        groups = self._groups.values() if model is None else (self._groups.get(model, _NONE),)
+        return chain.from_iterable(
+            bucket.items()
+            for group in groups
+            for count, bucket in group.by_whole.items()
+            if count >= whole
+        )
 
     def whole_free(self, node: str) -> list[int]:
         """Indexes of the node's GPUs nobody uses."""

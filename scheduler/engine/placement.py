@@ -214,12 +214,15 @@ def place(
         return _place_cpu_aware(capacity, request, model, shapes)
     choices = _choices(capacity, request, shapes)
     cpu, memory = request.cpu_milli, request.memory_mib
+    # Only states with enough whole GPUs free can take whole GPUs (the order of states does
+    # not matter: the least cost wins, ties to the name).
+    wanted = request.gpus_per_node if request.gpu_milli == WHOLE else 0
     if request.nodes == 1:
         # The least (growth, left, name) so far, as scalars (compiled, they compare natively).
         best: Node | None = None
         best_growth, best_left, best_name = 0.0, 0, ""
         best_gpus: tuple[int, ...] = ()
-        for state_id, members in capacity.classes(model):
+        for state_id, members in capacity.classes_with(model, wanted):
             choice = choices.get(state_id, _UNKNOWN)
             if choice is _UNKNOWN:
                 choice = choices[state_id] = _choice(capacity, state_id, request, shapes)
@@ -246,7 +249,7 @@ def place(
             return None
         return (_placement(best, best_gpus, request),)
     options: list[Option] = []
-    for state_id, members in capacity.classes(model):
+    for state_id, members in capacity.classes_with(model, wanted):
         if state_id in choices:
             choice = choices[state_id]
         else:

@@ -8,10 +8,10 @@ ran before the cycle may be preempted (all that ``ByCost`` holds while the cycle
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
+from typing import Final
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.model import (
@@ -25,6 +25,7 @@ from scheduler.engine.model import (
 )
 from scheduler.engine.placement import Shapes, place
 from scheduler.engine.quota import QuotaLedger
+from scheduler.engine.ranked import Ranked
 from scheduler.engine.room import Room
 
 
@@ -51,25 +52,25 @@ class ByCost:
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
         # Sorted once each, rather than inserted one by one (a forecast starts from thousands).
-        every: dict[str | None, list[Allocation]] = {}
-        preemptible: dict[str | None, list[Allocation]] = {}
-        preemptible_in: dict[tuple[str, str | None], list[Allocation]] = {}
+        every: dict[str | None, list[tuple[Key, Allocation]]] = {}
+        preemptible: dict[str | None, list[tuple[Key, Allocation]]] = {}
+        preemptible_in: dict[tuple[str, str | None], list[tuple[Key, Allocation]]] = {}
         for allocation in allocations:
-            model = allocation.gpu_model
-            every.setdefault(model, []).append(allocation)
+            model, entry = allocation.gpu_model, (_key(allocation), allocation)
+            every.setdefault(model, []).append(entry)
             if allocation.preemptible:
-                preemptible.setdefault(model, []).append(allocation)
-                preemptible_in.setdefault((allocation.queue, model), []).append(allocation)
-        self._all = {model: _Sorted(group) for model, group in every.items()}
-        self._preemptible = {model: _Sorted(group) for model, group in preemptible.items()}
-        self._preemptible_in = {key: _Sorted(group) for key, group in preemptible_in.items()}
+                preemptible.setdefault(model, []).append(entry)
+                preemptible_in.setdefault((allocation.queue, model), []).append(entry)
+        self._all = {model: Ranked(group) for model, group in every.items()}
+        self._preemptible = {model: Ranked(group) for model, group in preemptible.items()}
+        self._preemptible_in = {key: Ranked(group) for key, group in preemptible_in.items()}
 
     def add(self, allocation: Allocation) -> None:
         model, key = allocation.gpu_model, _key(allocation)
-        self._all.setdefault(model, _Sorted()).add(key, allocation)
+        self._all.setdefault(model, Ranked()).add(key, allocation)
         if allocation.preemptible:
-            self._preemptible.setdefault(model, _Sorted()).add(key, allocation)
-            in_queue = self._preemptible_in.setdefault((allocation.queue, model), _Sorted())
+            self._preemptible.setdefault(model, Ranked()).add(key, allocation)
+            in_queue = self._preemptible_in.setdefault((allocation.queue, model), Ranked())
             in_queue.add(key, allocation)
 
     def remove(self, allocation: Allocation) -> None:
@@ -79,42 +80,17 @@ class ByCost:
             self._preemptible[model].remove(key, allocation)
             self._preemptible_in[(allocation.queue, model)].remove(key, allocation)
 
-    def of(self, model: str) -> list[Allocation]:
-        known = self._all.get(model)
-        return known.allocations if known else []
+    def of(self, model: str) -> Iterable[Allocation]:
+        return self._all.get(model, _NOBODY)
 
-    def preemptible_of(self, model: str) -> list[Allocation]:
-        known = self._preemptible.get(model)
-        return known.allocations if known else []
+    def preemptible_of(self, model: str) -> Iterable[Allocation]:
+        return self._preemptible.get(model, _NOBODY)
 
-    def preemptible_in(self, queue: str, model: str) -> list[Allocation]:
-        known = self._preemptible_in.get((queue, model))
-        return known.allocations if known else []
+    def preemptible_in(self, queue: str, model: str) -> Iterable[Allocation]:
+        return self._preemptible_in.get((queue, model), _NOBODY)
 
 
-class _Sorted:
-    """Allocations in ``ByCost`` order, with their keys (``_key``) for bisection."""
-
-    def __init__(self, allocations: Iterable[Allocation] = ()) -> None:
-        ordered = sorted(((_key(a), a) for a in allocations), key=_first)  # stable: as add
-        self.keys: list[Key] = [key for key, _ in ordered]
-        self.allocations: list[Allocation] = [a for _, a in ordered]
-
-    def add(self, key: Key, allocation: Allocation) -> None:
-        at = bisect.bisect_right(self.keys, key)
-        self.keys.insert(at, key)
-        self.allocations.insert(at, allocation)
-
-    def remove(self, key: Key, allocation: Allocation) -> None:
-        at = bisect.bisect_left(self.keys, key)
-        while self.allocations[at] is not allocation:
-            at += 1
-        del self.keys[at]
-        del self.allocations[at]
-
-
-def _first(entry: tuple[Key, Allocation]) -> Key:
-    return entry[0]
+_NOBODY: Final = Ranked()
 
 
 def candidates(

@@ -27,7 +27,7 @@ class Room:
         self.fitting: set[str] = set()
         self.per_rack: Counter[str] = Counter()
         if request.nodes > 1:  # a single node does not fit anywhere yet: ``place`` said so
-            for state_id, members in capacity.classes(model):
+            for state_id, members in capacity.classes_with(model, self.whole):
                 if choose_in(capacity.states[state_id][0], members[0].node, request):
                     for free in members:
                         if free.cpu >= self.cpu and free.memory >= self.memory:
