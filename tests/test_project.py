@@ -110,6 +110,29 @@ def test_demo_setup_creates_the_operator_and_a_customer_once(settings, tmp_path)
     assert ApiKey.objects.filter(organization__slug="demo-lab").count() == 1
 
 
+@pytest.mark.smoke
+@pytest.mark.django_db
+def test_demo_setup_prices_every_gpu_model_of_its_fleet_and_keeps_an_operators_price(  # type: ignore[no-untyped-def]
+    settings, tmp_path
+) -> None:
+    """So the what-if answers with a price per hour, and the demo's usage can be invoiced."""
+    settings.DEMO = True
+    settings.VAR_DIR = tmp_path
+    from billing.models import DefaultGpuPrice
+    from inventory.models import Node
+
+    call_command("demo_setup")
+    DefaultGpuPrice.objects.filter(gpu_model="l4-24gb").update(price_per_gpu_hour_minor=7)
+    call_command("demo_setup")
+
+    priced = {p.gpu_model: p for p in DefaultGpuPrice.objects.filter(price_plan="on_demand")}
+    fleet = set(Node.objects.exclude(gpu_model=None).values_list("gpu_model__slug", flat=True))
+    assert fleet
+    assert fleet <= set(priced)
+    assert all(p.price_per_gpu_hour_minor > 0 and p.currency == "USD" for p in priced.values())
+    assert priced["l4-24gb"].price_per_gpu_hour_minor == 7  # set again by nobody
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_consumer_threads_keep_asynchronous_projections_current() -> None:

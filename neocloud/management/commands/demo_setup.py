@@ -15,6 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from billing import services as billing_services
+from billing.models import DefaultGpuPrice
 from inventory import fleet_import
 from inventory import services as inventory_services
 from inventory.lifecycle import NodeState
@@ -30,6 +32,10 @@ KEY_FILE = "demo-api-key.txt"
 AGENT_TOKEN_FILE = "demo-agent-token"  # noqa: S105 (a file name)
 AGENT_NODE = ("fra1", "agent-01")  # cluster, node of AGENT_FLEET
 AGENT_GPU_MODEL = "l4-24gb"
+
+# On-demand USD cents per GPU-hour for work submitted without an offering, about what public
+# clouds ask: the what-if quotes them, and the demo's usage can be invoiced.
+PRICES = {"h100-sxm5-80gb": 249, "a100-sxm4-80gb": 129, "l40s-48gb": 89, "l4-24gb": 45}
 
 FLEET = settings.BASE_DIR / "examples" / "fleet.yaml"
 AGENT_FLEET = settings.BASE_DIR / "examples" / "demo-agent.yaml"
@@ -77,6 +83,7 @@ class Command(BaseCommand):
             )
             key_file.write_text(secret + "\n")
         self._fleet(actor)
+        self._prices(actor)
         self.stdout.write(f"operator (admin):  {OPERATOR[0]} / {OPERATOR[1]}")
         self.stdout.write(f"customer:          {CUSTOMER[0]} / {CUSTOMER[1]}")
         if key_file.exists():
@@ -101,6 +108,23 @@ class Command(BaseCommand):
         token_file.write_text(token + "\n")
         ready = Node.objects.filter(state=NodeState.READY).count()
         self.stdout.write(f"fleet:             {ready} of {Node.objects.count()} nodes ready")
+
+    def _prices(self, actor: Actor) -> None:
+        """The demo's default prices, where none is set (an operator's own stays)."""
+        priced = set(
+            DefaultGpuPrice.objects.filter(price_plan="on_demand").values_list(
+                "gpu_model", flat=True
+            )
+        )
+        for model, cents in PRICES.items():
+            if model not in priced:
+                atomic_with_retry(
+                    billing_services.default_price_set,
+                    actor=actor,
+                    gpu_model=model,
+                    price_per_gpu_hour_minor=cents,
+                    currency="USD",
+                )
 
 
 def agent_node_of_demo() -> Node:
