@@ -37,6 +37,10 @@ class Free:
         self.kind = -1  # the id of its (NVLink domains, shareable), fixed
         self.group: _Group | None = None  # its model's classes, while indexed
 
+    def copy(self) -> Free:
+        """The same figures, to change apart (not indexed)."""
+        return Free(self.node, list(self.gpus), self.cpu, self.memory)
+
 
 class _Group:
     """A GPU model's schedulable nodes by GPU state (state id -> records sorted by name), the
@@ -70,11 +74,7 @@ class Capacity:
         (on those nodes)."""
         copied = Capacity(Snapshot(()))  # (compiled, a class is made only through __init__)
         copied.nodes = {n: node for n, node in self.nodes.items() if node.gpu_model in models}
-        copied.free = {
-            n: Free(f.node, list(f.gpus), f.cpu, f.memory)
-            for n, f in self.free.items()
-            if n in copied.nodes
-        }
+        copied.free = {n: f.copy() for n, f in self.free.items() if n in copied.nodes}
         for allocation in give:
             copied._apply(allocation, +1, reindex=False)
         copied._build_index()

@@ -214,9 +214,7 @@ def place(
         return _place_cpu_aware(capacity, request, model, shapes)
     choices = _choices(capacity, request, shapes)
     cpu, memory = request.cpu_milli, request.memory_mib
-    # Only states with enough whole GPUs free can take whole GPUs (the order of states does
-    # not matter: the least cost wins, ties to the name).
-    wanted = request.gpus_per_node if request.gpu_milli == WHOLE else 0
+    wanted = _whole_wanted(request)
     if request.nodes == 1:
         # The least (growth, left, name) so far, as scalars (compiled, they compare natively).
         best: Node | None = None
@@ -306,7 +304,7 @@ def _place_cpu_aware(
     costs: dict[tuple[int, int, int], tuple[float, float]] = {}
     options: list[Option] = []
     one_domain = request.topology is Topology.SAME_NVLINK_DOMAIN
-    for state_id, members in capacity.classes(model):
+    for state_id, members in capacity.classes_with(model, _whole_wanted(request)):
         state = capacity.states[state_id]
         taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
         if taken is None:
@@ -345,7 +343,7 @@ def _place_single_cpu_aware(
     best_gpus: tuple[int, ...] = ()
     best_node: Node | None = None
     known, at = memo.known, memo.at
-    for state_id, members in capacity.classes(model):
+    for state_id, members in capacity.classes_with(model, _whole_wanted(request)):
         state = capacity.states[state_id]
         taken = _taking(state, request.gpu_milli, request.gpus_per_node, one_domain)
         if taken is None:
@@ -437,6 +435,13 @@ class _Memo:
 @lru_cache(maxsize=64)
 def _memo(mix: tuple[tuple[tuple[int, ...], float], ...]) -> _Memo:
     return _Memo(mix)
+
+
+def _whole_wanted(request: Request) -> int:
+    """The whole GPUs a node needs free to take the request (0 for a share of one): only the
+    states with as many are weighed (``Capacity.classes_with``; their order does not matter,
+    the least cost wins, ties to the name)."""
+    return request.gpus_per_node if request.gpu_milli == WHOLE else 0
 
 
 def _place_gang(options: list[Option], request: Request) -> tuple[Placement, ...] | None:

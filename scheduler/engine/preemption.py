@@ -25,7 +25,7 @@ from scheduler.engine.model import (
 )
 from scheduler.engine.placement import Shapes, place
 from scheduler.engine.quota import QuotaLedger
-from scheduler.engine.ranked import Ranked
+from scheduler.engine.ranked import Ranked, by_key
 from scheduler.engine.room import Room
 
 
@@ -51,12 +51,14 @@ class ByCost:
     for quota looks at)."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        # Sorted once each, rather than inserted one by one (a forecast starts from thousands).
+        # Sorted once, rather than inserted one by one (a forecast starts from thousands): each
+        # group below is then in order already.
         every: dict[str | None, list[tuple[Key, Allocation]]] = {}
         preemptible: dict[str | None, list[tuple[Key, Allocation]]] = {}
         preemptible_in: dict[tuple[str, str | None], list[tuple[Key, Allocation]]] = {}
-        for allocation in allocations:
-            model, entry = allocation.gpu_model, (_key(allocation), allocation)
+        for entry in sorted(((_key(a), a) for a in allocations), key=by_key):
+            allocation = entry[1]
+            model = allocation.gpu_model
             every.setdefault(model, []).append(entry)
             if allocation.preemptible:
                 preemptible.setdefault(model, []).append(entry)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any, Final
 
 from scheduler.engine.model import Allocation
 
 Entry = tuple[tuple[Any, ...], Allocation]
+by_key: Final = itemgetter(0)  # an entry's key
 _BLOCK: Final = 512  # a block splits in two above twice this
 
 
@@ -22,7 +24,7 @@ class Ranked:
     """Allocations sorted by their keys, equal keys in the order they were added."""
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
-        ordered = sorted(entries, key=_key_of)  # stable: as if added one by one
+        ordered = sorted(entries, key=by_key)  # stable: as if added one by one
         self._keys: list[list[tuple[Any, ...]]] = []  # by block, none empty
         self._allocations: list[list[Allocation]] = []
         self._lasts: list[tuple[Any, ...]] = []  # each block's last key
@@ -76,7 +78,3 @@ class Ranked:
     def entries(self) -> Iterator[Entry]:
         for keys, allocations in zip(self._keys, self._allocations, strict=True):
             yield from zip(keys, allocations, strict=True)
-
-
-def _key_of(entry: Entry) -> tuple[Any, ...]:
-    return entry[0]

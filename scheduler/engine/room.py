@@ -59,7 +59,7 @@ class Room:
                 known = capacity.free.get(name)
                 if known is None:
                     continue
-                figures = room[name] = Free(known.node, list(known.gpus), known.cpu, known.memory)
+                figures = room[name] = known.copy()
             free = figures.gpus
             milli = sign * placement.gpu_milli
             for index in placement.gpus:
