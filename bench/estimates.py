@@ -8,7 +8,7 @@ a log-normal factor, as users' are), expecting the arrivals the service would ex
 these submissions (all within the last 2 h: ``arrivals.expected_arrivals``, at most 200).
 
 Measured, each the best of ``ROUNDS`` (CPU seconds of this process, so the machine's other load
-counts as little as it can):
+counts as little as it can; each after a full garbage collection):
 - ``estimate_ms``: the forecast of every waiting workload, from the live state;
 - ``baseline_cycle_ms``: the baseline, one scheduling cycle of the same waiting work on the
   same state (``Scheduler.cycle``, what a cycle costs anyway): ``cycles_per_estimate`` is the
@@ -17,6 +17,7 @@ counts as little as it can):
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import time
@@ -52,6 +53,10 @@ def _history(pending: list[Request], rng: random.Random) -> RuntimeBook:
 
 
 def _cpu(work: Callable[[], Any]) -> tuple[Any, float]:
+    """CPU seconds of ``work``, which starts after a full collection: neither part pays for the
+    other's garbage (the forecast pauses the cyclic collector; what it leaves is collected
+    after, see ``forecast``)."""
+    gc.collect()
     started = time.process_time()
     result = work()
     return result, time.process_time() - started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -275,3 +276,35 @@ def test_an_estimate_is_corrected_by_how_the_projects_estimates_compared_with_ru
     assert (corrected.expected_s, corrected.basis) == (1000.0, Basis.RUNTIME_ESTIMATES)
     untaught = RuntimeBook([]).runtime("p", (1, 1000, 1), 4000.0)
     assert untaught.expected_s == 4000.0 * ESTIMATE_RATIOS[0]
+
+
+def test_the_cyclic_collector_is_paused_for_the_forecast_and_back_after_it() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW),))
+    waiting = Request("next", "q", gpus_per_node=8)
+    collecting: list[bool] = []
+
+    def runtime_of(workload: str) -> Runtime:
+        collecting.append(gc.isenabled())
+        return DEFAULT
+
+    forecast(snapshot, [waiting], Policy(), NOW, runtime_of)
+    assert collecting
+    assert not any(collecting)
+    assert gc.isenabled()
+
+    late = replace(waiting, submitted_at=NOW + 60)
+    with pytest.raises(ValueError, match="not its own"):
+        forecast(snapshot, [waiting], Policy(), NOW, runtime_of, arrivals=[late])
+    assert gc.isenabled()
+
+
+def test_a_caller_that_paused_the_collector_finds_it_paused_after() -> None:
+    snapshot = Snapshot((NODE,), (_running("busy", 8, NOW),))
+    gc.disable()
+    try:
+        forecast(
+            snapshot, [Request("next", "q", gpus_per_node=8)], Policy(), NOW, lambda _: DEFAULT
+        )
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
