@@ -102,24 +102,23 @@ class HeadOfLine:
 
 
 class Ending:
-    """Running work with an estimated end, soonest first. Work that ends at the same instant
-    stays in the order it came: when a request could start depends only on which work has
-    ended by then, not in which order (``earliest_start``), and a float compares faster
-    than a tuple."""
+    """Running work with an estimated end, soonest first (then by workload id)."""
 
     def __init__(self, allocations: Iterable[Allocation]) -> None:
-        self._ranked = Ranked((a.ends_at, a) for a in allocations if a.ends_at is not None)
+        self._ranked = Ranked(
+            ((a.ends_at, a.workload), a) for a in allocations if a.ends_at is not None
+        )
 
     def add(self, allocation: Allocation) -> None:
         if allocation.ends_at is not None:
-            self._ranked.add(allocation.ends_at, allocation)
+            self._ranked.add((allocation.ends_at, allocation.workload), allocation)
 
     def remove(self, allocation: Allocation) -> None:
         if allocation.ends_at is not None:
-            self._ranked.remove(allocation.ends_at, allocation)
+            self._ranked.remove((allocation.ends_at, allocation.workload), allocation)
 
     def of(self, models: list[str]) -> Iterator[tuple[float, Allocation]]:
-        for ends_at, allocation in self._ranked.entries():
+        for (ends_at, _), allocation in self._ranked.entries():
             if allocation.gpu_model in models:
                 yield ends_at, allocation
 

@@ -15,8 +15,7 @@ from typing import Any, Final
 
 from scheduler.engine.model import Allocation
 
-Key = Any  # anything ``<`` orders: a tuple, a float
-Entry = tuple[Key, Allocation]
+Entry = tuple[tuple[Any, ...], Allocation]
 by_key: Final = itemgetter(0)  # an entry's key
 _BLOCK: Final = 512  # a block splits in two above twice this
 
@@ -26,16 +25,16 @@ class Ranked:
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         ordered = sorted(entries, key=by_key)  # stable: as if added one by one
-        self._keys: list[list[Key]] = []  # by block, none empty
+        self._keys: list[list[tuple[Any, ...]]] = []  # by block, none empty
         self._allocations: list[list[Allocation]] = []
-        self._lasts: list[Key] = []  # each block's last key
+        self._lasts: list[tuple[Any, ...]] = []  # each block's last key
         for start in range(0, len(ordered), _BLOCK):
             block = ordered[start : start + _BLOCK]
             self._keys.append([key for key, _ in block])
             self._allocations.append([a for _, a in block])
             self._lasts.append(block[-1][0])
 
-    def add(self, key: Key, allocation: Allocation) -> None:
+    def add(self, key: tuple[Any, ...], allocation: Allocation) -> None:
         if not self._keys:
             self._keys.append([key])
             self._allocations.append([allocation])
@@ -53,7 +52,7 @@ class Ranked:
             self._allocations[block : block + 1] = [allocations[:_BLOCK], allocations[_BLOCK:]]
             self._lasts[block : block + 1] = [keys[_BLOCK - 1], keys[-1]]
 
-    def remove(self, key: Key, allocation: Allocation) -> None:
+    def remove(self, key: tuple[Any, ...], allocation: Allocation) -> None:
         """Remove ``allocation``, listed under ``key``."""
         block = bisect.bisect_left(self._lasts, key)  # the first that may hold ``key``
         at = bisect.bisect_left(self._keys[block], key)
