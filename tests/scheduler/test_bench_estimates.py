@@ -13,5 +13,7 @@ def test_the_suite_forecasts_every_waiting_workload_and_reports_its_cost() -> No
     assert figures["estimated"] + figures["never_or_beyond_horizon"] == figures["waiting"]
     assert figures["estimated"] > 0
     assert 0 < figures["expected_arrivals"] <= 200  # the outlook's cap
-    for key in ("estimate_ms", "baseline_cycle_ms", "cycles_per_estimate", "peak_rss_mb"):
+    for key in ("estimate_ms", "baseline_cycle_ms", "cycles_per_estimate", "round_ms"):
         assert figures[key] > 0, key
+    assert figures["peak_rss_mb"] > 0
+    assert figures["full_collections_per_round"] >= 0
