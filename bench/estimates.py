@@ -32,8 +32,8 @@ from bench.registry import engine_build, peak_rss_mb, suite
 from bench.scheduler import NOW, scenario
 from scheduler.engine.arrivals import Outlook, expected_arrivals
 from scheduler.engine.cycle import Scheduler
-from scheduler.engine.forecast import Runtime, forecast
-from scheduler.engine.model import WHOLE, Request
+from scheduler.engine.forecast import Runtime, StartEstimate, forecast
+from scheduler.engine.model import WHOLE, Decisions, Request
 from scheduler.engine.runtimes import RunSample, RuntimeBook
 
 SUBMITTED = 22_000
@@ -97,20 +97,25 @@ def bench_estimates(scale: float) -> dict[str, Any]:
     for arrival in arrivals:
         known[arrival.id] = book.runtime(arrival.queue, arrival.shape, arrival.runtime_estimate_s)
     runtime_of = known.__getitem__
+
+    def estimate() -> dict[str, StartEstimate]:
+        return forecast(state, waiting, policy, NOW + 1, runtime_of, arrivals=arrivals)
+
+    def cycle() -> Decisions:
+        return Scheduler(state, policy).cycle(waiting, NOW + 1)
+
     estimate_s = cycle_s = math.inf
-    estimates: dict[str, Any] = {}
+    estimates: dict[str, StartEstimate] = {}
     for _ in range(ROUNDS):
-        estimates, seconds = _cpu(
-            lambda: forecast(state, waiting, policy, NOW + 1, runtime_of, arrivals=arrivals)
-        )
+        estimates, seconds = _cpu(estimate)
         estimate_s = min(estimate_s, seconds)
-        _, seconds = _cpu(lambda: Scheduler(state, policy).cycle(waiting, NOW + 1))
+        _, seconds = _cpu(cycle)
         cycle_s = min(cycle_s, seconds)
     collections = gc.get_stats()[2]["collections"]
     started = time.process_time()
     for _ in range(BACK_TO_BACK):
-        forecast(state, waiting, policy, NOW + 1, runtime_of, arrivals=arrivals)
-        Scheduler(state, policy).cycle(waiting, NOW + 1)
+        estimate()
+        cycle()
     round_s = (time.process_time() - started) / BACK_TO_BACK
     full = (gc.get_stats()[2]["collections"] - collections) / BACK_TO_BACK
     starts = sorted(e.start - NOW for e in estimates.values() if e.start is not None)
