@@ -6,6 +6,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from billing.models import BillingAccount, CreditNote, Invoice, InvoiceLine, InvoicePayment
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import StrictCharField
 
 
@@ -109,7 +110,7 @@ class BillingAccountSerializer(serializers.ModelSerializer):  # type: ignore[typ
         read_only_fields = fields
 
 
-class PaymentMethodSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class PaymentMethodSerializer(RequestSerializer):
     payment_method = StrictCharField(
         max_length=64,
         validators=[

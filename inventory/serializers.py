@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from inventory.models import Cluster, Gpu, GpuModel, Node, ProvisioningStep, Rack, Region
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -147,7 +148,7 @@ class NodeDetailSerializer(NodeSerializer):
         return list(ProvisioningStepSerializer(steps, many=True).data)
 
 
-class NodeActionSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class NodeActionSerializer(RequestSerializer):
     reason = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
 
 

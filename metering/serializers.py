@@ -11,6 +11,7 @@ from rest_framework import serializers
 from metering import selectors
 from metering.intervals import gpu_hours
 from metering.models import Budget
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictDecimalField,
@@ -93,7 +94,7 @@ class BudgetSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return used[budget.id]
 
 
-class BudgetSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class BudgetSetSerializer(RequestSerializer):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.all())
     project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.all(), required=False, allow_null=True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     StrictCharField,
     StrictChoiceField,
@@ -97,5 +98,5 @@ class OrderCreateSerializer(ProgramFields):
     name = StrictCharField(max_length=128, required=False, default="", allow_blank=True)
 
 
-class OrderCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OrderCancelSerializer(RequestSerializer):
     reason = StrictCharField(max_length=500, required=False, default="", allow_blank=True)

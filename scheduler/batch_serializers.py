@@ -4,13 +4,14 @@ single submission's body with ``array: {"count": N}`` beside it) or a list of su
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import StrictIntegerField
 from neocloud.core.errors import ApplicationError, ValidationFailed
 from scheduler.serializers import WorkloadCreateSerializer, workload_spec_of
@@ -19,17 +20,18 @@ from scheduler.specs import WorkloadSpec
 from tenants.models import Project
 
 
-class ArraySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ArraySerializer(RequestSerializer):
     count = StrictIntegerField(
         min_value=1, max_value=MAX_BATCH, help_text="tasks; each is told its index"
     )
 
 
-class WorkloadBatchSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class WorkloadBatchSerializer(RequestSerializer):
     """``array`` with one workload's fields beside it (those of POST /api/v1/workloads), or
     ``items``: one of the two. ``projects``: the projects an item may name (the caller's);
     another is "does not exist", as a single submission has it."""
 
+    closed_schema = False
     array = ArraySerializer(required=False)
     items = WorkloadCreateSerializer(  # type: ignore[call-arg]
         many=True,
@@ -44,6 +46,13 @@ class WorkloadBatchSerializer(serializers.Serializer):  # type: ignore[type-arg]
         if projects is not None:
             item: Any = self.fields["items"]
             item.child.fields["project"].queryset = projects
+
+    def accepted_names(self, data: Mapping[str, Any]) -> set[str]:
+        """Beside ``array``, the workload's own fields (``array_spec_of`` checks them)."""
+        accepted = super().accepted_names(data)
+        if "array" in data:
+            accepted |= WorkloadCreateSerializer().accepted_names(data)
+        return accepted
 
 
 class BatchWorkloadSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -9,6 +9,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -241,7 +242,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         return _moment(estimate.computed_at) if estimate else None
 
 
-class ProgramFields(serializers.Serializer):  # type: ignore[type-arg]
+class ProgramFields(RequestSerializer):
     """What a workload runs: in a workload's request, and an order's. ``workload_submit``
     holds the finer bounds (bytes, names, the image's grammar, secrets of the project)."""
 
@@ -368,7 +369,7 @@ class DryRunSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
-class WorkloadCancelSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class WorkloadCancelSerializer(RequestSerializer):
     reason = StrictCharField(max_length=200, required=False, default="")
 
 
@@ -391,7 +392,7 @@ class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-a
         ]
 
 
-class ReservationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ReservationCreateSerializer(RequestSerializer):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     gpu_model = StrictSlugField(max_length=64)
     gpus = StrictIntegerField(min_value=1, max_value=MAX_RESERVED_GPUS)

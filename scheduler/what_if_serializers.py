@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     StrictListField,
     StrictUUIDField,
@@ -70,7 +71,7 @@ class WhatIfReservationSerializer(ReservationCreateSerializer):
     region = None  # type: ignore[assignment]  # the cluster is the path's
 
 
-class ClusterWhatIfRequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ClusterWhatIfRequestSerializer(RequestSerializer):
     drain = StrictListField(
         child=StrictUUIDField(),
         required=False,

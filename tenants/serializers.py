@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import (
     MAX_LIST_ITEMS,
     StrictCharField,
@@ -41,19 +42,19 @@ class OrganizationSerializer(serializers.ModelSerializer):  # type: ignore[type-
         read_only_fields = fields
 
 
-class OrganizationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OrganizationCreateSerializer(RequestSerializer):
     name = StrictCharField(max_length=200)
     slug = StrictSlugField(max_length=64, required=False, default="")
     billing_email = StrictEmailField(max_length=254, required=False, default="")
     owner_email = StrictEmailField(max_length=254)
 
 
-class OrganizationUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class OrganizationUpdateSerializer(RequestSerializer):
     name = StrictCharField(max_length=200, required=False)
     billing_email = StrictEmailField(max_length=254, required=False)
 
 
-class SuspendSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class SuspendSerializer(RequestSerializer):
     reason = StrictCharField(max_length=500)
 
 
@@ -64,14 +65,14 @@ class ProjectSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class ProjectCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ProjectCreateSerializer(RequestSerializer):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     name = StrictCharField(max_length=200)
     slug = StrictSlugField(max_length=64, required=False, default="")
     description = StrictCharField(max_length=5000, required=False, default="", allow_blank=True)
 
 
-class ProjectUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ProjectUpdateSerializer(RequestSerializer):
     name = StrictCharField(max_length=200, required=False)
     description = StrictCharField(max_length=5000, required=False, allow_blank=True)
 
@@ -97,7 +98,7 @@ class MembershipSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
         read_only_fields = fields
 
 
-class MembershipUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class MembershipUpdateSerializer(RequestSerializer):
     role = StrictChoiceField(choices=Role.choices, required=False)
     projects_scope = StrictChoiceField(choices=ProjectsScope.choices, required=False)
     projects = UniqueListField(child=StrictUUIDField(), max_length=MAX_LIST_ITEMS, required=False)
@@ -134,7 +135,7 @@ class InvitationCreatedSerializer(InvitationSerializer):
         read_only_fields = fields
 
 
-class InvitationCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class InvitationCreateSerializer(RequestSerializer):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     email = StrictEmailField(max_length=254)
     role = StrictChoiceField(choices=Role.choices)
@@ -146,7 +147,7 @@ class InvitationCreateSerializer(serializers.Serializer):  # type: ignore[type-a
     )
 
 
-class InvitationAcceptSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class InvitationAcceptSerializer(RequestSerializer):
     token = StrictCharField(max_length=200)
 
 
@@ -181,7 +182,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
         read_only_fields = fields
 
 
-class ApiKeyCreateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ApiKeyCreateSerializer(RequestSerializer):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.none(), required=False, allow_null=True, default=None
@@ -207,7 +208,7 @@ class QuotaSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class QuotaSetSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class QuotaSetSerializer(RequestSerializer):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     project = StrictPrimaryKeyRelatedField(
         queryset=Project.objects.none(), required=False, allow_null=True, default=None
@@ -228,7 +229,7 @@ class SecretSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
         read_only_fields = fields
 
 
-class SecretUpdateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class SecretUpdateSerializer(RequestSerializer):
     value = StrictCharField(
         max_length=MAX_SECRET_VALUE_BYTES,
         allow_blank=True,

@@ -14,6 +14,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from neocloud.api.bodies import UNKNOWN_FIELD, unknown_fields
 from neocloud.core.errors import ApplicationError
 
 
@@ -63,7 +64,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = non_field[0] if non_field else "The request is invalid."
         if isinstance(exc.detail, list) and exc.detail:
             message = str(exc.detail[0])
-        response.data = error_body("invalid", message, fields)
+        kind = "invalid"
+        if unknown := unknown_fields(exc.get_codes()):
+            kind, message = UNKNOWN_FIELD, f"Not a field of this request: {', '.join(unknown)}."
+        response.data = error_body(kind, message, fields)
     elif isinstance(exc, exceptions.APIException):
         code = exc.get_codes()
         response.data = error_body(

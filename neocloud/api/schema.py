@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.plumbing import force_instance
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
@@ -37,7 +38,7 @@ ERRORS_ALWAYS = {
     "429": "Throttled; see `Retry-After`.",
 }
 ERRORS_WRITE = {
-    "400": "Invalid input: see `fields`.",
+    "400": "Invalid input: see `fields` (`unknown_field`: a name the operation does not take).",
     "409": "Conflict with the current state (e.g. `last_owner`, `slug_taken`).",
 }
 # Creating and acting POSTs may also meet the organization's standing and the payment provider.
@@ -62,6 +63,14 @@ class AutoSchema(SpectacularAutoSchema):
                 )
             )
         return parameters
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        """A body that refuses names it does not take says so (``neocloud.api.bodies``)."""
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)  # type: ignore[no-untyped-call]
+        closed = getattr(force_instance(serializer), "closed_schema", False)  # type: ignore[no-untyped-call]
+        if direction == "request" and closed:
+            schema["additionalProperties"] = False
+        return schema
 
     def _is_idempotent(self) -> bool:
         action = getattr(self.view, "action", None)

@@ -21,6 +21,7 @@ from inventory.models import Node
 from neocloud.api.parsers import MAX_DEPTH
 from neocloud.core.errors import ValidationFailed
 from scheduler import services as scheduler
+from scheduler.models import Workload
 from scheduler.specs import WorkloadSpec
 from tenants.models import Membership, Organization, Project, Role
 from tests.builders import Builder, client_with_key, run
@@ -303,6 +304,53 @@ def test_bad_field_is_refused_and_nothing_is_written(world: World, case: str) ->
     assert error["code"] == (code[0] if code else "invalid")
     assert list(error["fields"]) == [field]
     assert Event.objects.count() == events
+
+
+EVERY_BODY = {
+    **CREATE_ENDPOINTS,
+    "organization": ORGANIZATION,
+    "suspend": SUSPEND,
+    "project": PROJECT,
+    "member": MEMBER,
+    "reserved-orders": RESERVED_ORDERS,
+    "cordon": CORDON,
+    "payment-method": PAYMENT_METHOD,
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", list(EVERY_BODY), ids=list(EVERY_BODY))
+def test_a_name_the_request_does_not_take_is_refused_and_nothing_is_written(
+    world: World, name: str
+) -> None:
+    """DRF drops names it does not know; a client that misspells one has a bug to be told
+    about, not different work done (``"gpu_count": 4`` submitted one GPU)."""
+    endpoint = EVERY_BODY[name]
+    events = Event.objects.count()
+
+    response = _send(world, endpoint, {**endpoint.body(world), "colour": "blue"})
+
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == {
+        "code": "unknown_field",
+        "message": "Not a field of this request: colour.",
+        "fields": {"colour": ["Unknown field."]},
+    }
+    assert Event.objects.count() == events
+
+
+@pytest.mark.django_db
+def test_a_misspelt_name_is_answered_with_the_field_it_resembles(world: World) -> None:
+    body = {**WORKLOADS.body(world), "gpus_per_nod": 4, "runtime_estimate": 60}
+
+    response = _send(world, WORKLOADS, body)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "gpus_per_nod": ["Unknown field. Did you mean gpus_per_node?"],
+        "runtime_estimate": ["Unknown field. Did you mean runtime_estimate_s?"],
+    }
+    assert not Workload.objects.filter(project=world.project).exists()
 
 
 @pytest.mark.django_db

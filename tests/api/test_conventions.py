@@ -10,6 +10,8 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 from rest_framework import serializers
 
+from inventory.authentication import NodeTokenAuthentication
+from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import StrictDictField, StrictListField, StrictType, UniqueListField
 
 pytestmark = pytest.mark.django_db
@@ -102,17 +104,27 @@ def test_session_login_works_and_writes_need_the_csrf_token(build) -> None:  # t
     assert honest.status_code == 201
 
 
-def _request_fields() -> list[tuple[str, Any]]:
-    """Every writable field of the serializer each operation documents as its request body,
-    nested ones included."""
+def _request_serializers() -> list[tuple[type[serializers.Serializer], Any]]:  # type: ignore[type-arg]
+    """The serializer each operation documents as its request body, and its view."""
     generator = SchemaGenerator()  # type: ignore[no-untyped-call]
     generator._initialise_endpoints()  # type: ignore[no-untyped-call]
-    found: dict[str, Any] = {}
+    found = []
     for path, _, method, view in generator._get_paths_and_endpoints():  # type: ignore[no-untyped-call]
         view.request = spectacular_settings.GET_MOCK_REQUEST(method, path, view, None)
         request = view.schema.get_request_serializer()
         if request is not None and method in {"POST", "PUT", "PATCH"}:
-            _collect(request if isinstance(request, type) else type(request), found)
+            found.append((request if isinstance(request, type) else type(request), view))
+    return found
+
+
+REQUEST_SERIALIZERS = _request_serializers()
+
+
+def _request_fields() -> list[tuple[str, Any]]:
+    """Every writable field of each request body, nested ones included."""
+    found: dict[str, Any] = {}
+    for kind, _ in REQUEST_SERIALIZERS:
+        _collect(kind, found)
     return sorted(found.items())
 
 
@@ -127,6 +139,41 @@ def _collect(kind: type[serializers.Serializer], found: dict[str, Any]) -> None:
 
 
 REQUEST_FIELDS = _request_fields()
+
+
+def _request_bodies() -> dict[str, tuple[type, bool]]:
+    """Each serializer of a request body, nested ones included, and whether a node agent
+    sends it (authenticated by its node token) rather than a customer or an operator."""
+    found: dict[str, tuple[type, bool]] = {}
+    for request, view in REQUEST_SERIALIZERS:
+        agent = NodeTokenAuthentication in getattr(view, "authentication_classes", ())
+        pending = [request]
+        while pending:
+            kind = pending.pop()
+            found[kind.__name__] = (kind, agent)
+            for field in kind().fields.values():
+                nested = getattr(field, "child", field)
+                if not field.read_only and isinstance(nested, serializers.Serializer):
+                    pending.append(type(nested))
+    return found
+
+
+REQUEST_BODIES = _request_bodies()
+
+
+def test_request_bodies_are_found() -> None:
+    assert REQUEST_BODIES["WorkloadCreateSerializer"][1] is False
+    assert REQUEST_BODIES["WhatIfReservationSerializer"][1] is False  # nested in the what-if's
+    assert REQUEST_BODIES["HeartbeatSerializer"][1] is True
+    assert REQUEST_BODIES["GpuReportSerializer"][1] is True
+
+
+@pytest.mark.parametrize("name", sorted(REQUEST_BODIES))
+def test_every_request_body_but_an_agents_refuses_names_it_does_not_take(name: str) -> None:
+    """A customer's or an operator's misspelt field is a 400, not dropped; an agent newer than
+    the server may say more than it reads (``neocloud.api.bodies``)."""
+    kind, agent = REQUEST_BODIES[name]
+    assert issubclass(kind, RequestSerializer) is not agent
 
 
 def test_request_fields_are_found() -> None:

@@ -161,6 +161,22 @@ def test_a_heartbeat_for_an_unknown_gpu_is_400(fleet: Cluster) -> None:
     assert response.json()["error"]["code"] == "unknown_gpu"
 
 
+def test_a_heartbeat_from_a_newer_agent_is_read_for_what_the_server_knows(fleet: Cluster) -> None:
+    """An agent upgraded before the server may report more; its heartbeat still counts
+    (customers' and operators' requests refuse names they do not take, agents' do not)."""
+    target, token = node(fleet, gpus=2)
+    put_in_state(target, NodeState.READY)
+
+    response = _heartbeat(
+        str(target.pk),
+        token,
+        {"gpus": [{"index": 1, "healthy": False, "temperature_c": 91}], "agent_uptime_s": 5},
+    )
+
+    assert response.status_code == 200
+    assert not Gpu.objects.get(node=target, index=1).healthy
+
+
 def test_missed_heartbeats_fail_the_node(fleet: Cluster) -> None:
     quiet, _ = node(fleet, "quiet")
     chatty, chatty_token = node(fleet, "chatty")

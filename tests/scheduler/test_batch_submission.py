@@ -96,6 +96,7 @@ def test_a_list_of_workloads_is_submitted_whole(
         pytest.param({"gpus_per_node": 16}, "gpus_per_node", "unschedulable", id="too-large"),
         pytest.param({"gpus_per_node": 0}, "gpus_per_node", "min_value", id="out-of-bounds"),
         pytest.param({"gpu_models": ["b200"]}, "gpu_models", "invalid", id="unknown-model"),
+        pytest.param({"gpu_count": 4}, "gpu_count", "unknown_field", id="unknown-field"),
     ],
 )
 def test_one_bad_item_refuses_the_batch_naming_item_and_field(
@@ -113,6 +114,38 @@ def test_one_bad_item_refuses_the_batch_naming_item_and_field(
     assert [(e["item"], e["field"]) for e in error["details"]["errors"]] == [(2, field)]
     assert error["details"]["errors"][0]["code"] == code
     assert Workload.objects.count() == 0
+    assert _submitted_events() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        pytest.param(
+            {"array": {"count": 2}, "gpu_count": 4},
+            {"gpu_count": ["Unknown field."]},
+            id="beside-the-array",
+        ),
+        pytest.param(
+            {"array": {"count": 2, "size": 4}},
+            {"array": ["size: Unknown field."]},
+            id="in-the-array",
+        ),
+        pytest.param({"items": [], "count": 2}, {"count": ["Unknown field."]}, id="beside-items"),
+    ],
+)
+def test_a_name_a_batch_does_not_take_is_refused(
+    build: Builder, tenant: Tenant, in_process: None, body: dict[str, Any], fields: Any
+) -> None:
+    ready_fleet(nodes=1, gpus=8)
+    client = _client(build, tenant)
+    if "array" in body:
+        body = {**_body(tenant), **body}
+
+    response = client.post(URL, body, format="json")
+
+    assert response.status_code == 400, response.json()
+    error = response.json()["error"]
+    assert (error["code"], error["fields"]) == ("unknown_field", fields)
     assert _submitted_events() == 0
 
 
@@ -155,8 +188,10 @@ def test_a_malformed_batch_is_invalid_naming_the_field(
 ) -> None:
     ready_fleet(nodes=1, gpus=8)
     client = _client(build, tenant)
+    if body.keys() != {"items"}:  # a workload's fields go beside an array, not beside items
+        body = {**_body(tenant), **body}
 
-    response = client.post(URL, {**_body(tenant), **body}, format="json")
+    response = client.post(URL, body, format="json")
 
     assert response.status_code == 400, response.json()
     assert response.json()["error"]["code"] == "invalid"

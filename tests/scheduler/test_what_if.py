@@ -177,6 +177,8 @@ BAD: dict[str, tuple[dict[str, Any], str, str]] = {
     "single-node-on-two": ({"topology": "single_node", "nodes": 2}, "invalid", "topology"),
     "a-string-for-a-number": ({"gpus_per_node": "4"}, "invalid", "gpus_per_node"),
     "no-name": ({"name": ""}, "invalid", "name"),
+    # Not a field of a workload (``gpus_per_node`` is): was ignored, and answered for 1 GPU.
+    "an-unknown-field": ({"gpu_count": 4}, "unknown_field", "gpu_count"),
 }
 
 
@@ -389,6 +391,42 @@ def test_operator_what_if_refuses_bad_input_with_code_and_field(
         ).status_code
         == 404
     )
+
+
+def test_operator_what_if_refuses_a_name_it_does_not_take_at_any_depth(
+    build: Builder, tenant: Tenant, in_process: None
+) -> None:
+    fleet = ready_fleet(nodes=1, gpus=8)
+    client = _operator(build)
+    now = timezone.now()
+    reservation = {
+        "project": str(tenant.project.pk),
+        "gpu_model": "h100",
+        "gpus": 1,
+        "starts_at": now.isoformat(),
+        "ends_at": (now + timedelta(hours=1)).isoformat(),
+    }
+    drain = [str(fleet.nodes[0].pk)]
+    cases: dict[str, tuple[dict[str, Any], dict[str, list[str]], str]] = {
+        "beside-the-drain": (
+            {"drain": drain, "cordon": drain},
+            {"cordon": ["Unknown field."]},
+            "cordon",
+        ),
+        "in-the-reservation": (
+            {"reservation": {**reservation, "gpu_count": 2}},
+            {"reservation": ["gpu_count: Unknown field."]},
+            "reservation.gpu_count",
+        ),
+    }
+    for case, (body, fields, path) in cases.items():
+        response = client.post(_what_if(fleet), body, format="json")
+        assert response.status_code == 400, (case, response.json())
+        assert response.json()["error"] == {
+            "code": "unknown_field",
+            "message": f"Not a field of this request: {path}.",
+            "fields": fields,
+        }, case
 
 
 def test_non_operators_are_refused_the_operator_what_if(build: Builder, tenant: Tenant) -> None:
