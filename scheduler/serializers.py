@@ -330,7 +330,9 @@ class WorkloadCreateSerializer(ProgramFields):
     )
 
 
-class WorkloadCreateQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class WorkloadCreateQuerySerializer(RequestSerializer):
+    """The query of a submission: a misspelt ``dry_run`` dropped would submit for real."""
+
     dry_run = serializers.BooleanField(
         default=False,
         help_text="Only check: 200 with whether it could run now and if not why; nothing"

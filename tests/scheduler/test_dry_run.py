@@ -185,6 +185,25 @@ def test_a_bad_dry_run_value_is_a_400_on_that_parameter(build: Builder, tenant: 
     assert not Workload.objects.exists()
 
 
+def test_a_misspelt_dry_run_is_refused_not_submitted_for_real(
+    build: Builder, tenant: Tenant
+) -> None:
+    """Dropped, ``?dry_runn=true`` would queue real, billed work."""
+    ready_fleet(nodes=1)
+    client = _client(build, tenant)
+    head = store.head_position()
+
+    response = client.post("/api/v1/workloads?dry_runn=true", _body(tenant), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unknown_field"
+    assert response.json()["error"]["fields"] == {
+        "dry_runn": ["Unknown field. Did you mean dry_run?"]
+    }
+    assert store.head_position() == head
+    assert not Workload.objects.exists()
+
+
 def test_the_project_is_the_callers_and_viewers_cannot_dry_run(
     build: Builder, tenant: Tenant
 ) -> None:
