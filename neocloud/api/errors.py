@@ -14,7 +14,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from neocloud.api.bodies import UNKNOWN_FIELD, unknown_fields
+from neocloud.api.bodies import MAX_REPORTED, UNKNOWN_FIELD, unknown_fields
 from neocloud.core.errors import ApplicationError
 
 
@@ -66,7 +66,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             message = str(exc.detail[0])
         kind = "invalid"
         if unknown := unknown_fields(exc.get_codes()):
-            kind, message = UNKNOWN_FIELD, f"Not a field of this request: {', '.join(unknown)}."
+            more = len(unknown) - MAX_REPORTED
+            named = ", ".join(unknown[:MAX_REPORTED]) + (f" and {more} more" if more > 0 else "")
+            kind, message = UNKNOWN_FIELD, f"Not a field of this request: {named}."
         response.data = error_body(kind, message, fields)
     elif isinstance(exc, exceptions.APIException):
         code = exc.get_codes()

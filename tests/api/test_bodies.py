@@ -6,8 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
-from neocloud.api.bodies import MAX_NAME_SHOWN, MAX_REPORTED, RequestSerializer, unknown_fields
+from neocloud.api.bodies import (
+    MAX_NAME_SHOWN,
+    MAX_REPORTED,
+    UNKNOWN_FIELD,
+    RequestSerializer,
+    unknown_fields,
+)
+from neocloud.api.errors import exception_handler
 
 
 class Probe(RequestSerializer):
@@ -59,3 +67,19 @@ def test_unknown_fields_are_found_at_any_depth_of_the_codes() -> None:
     }
 
     assert unknown_fields(codes) == ["gpu_count", "reservation.size", "items.1.colour"]
+
+
+def test_the_message_names_a_few_of_many_unknown_fields() -> None:
+    many = serializers.ValidationError(
+        {f"f{i:02}": [ErrorDetail("Unknown field.", code=UNKNOWN_FIELD)] for i in range(30)}
+    )
+
+    response = exception_handler(many, {})
+
+    assert response is not None
+    error = response.data["error"]
+    assert error["code"] == UNKNOWN_FIELD
+    assert error["message"] == (
+        "Not a field of this request: " + ", ".join(f"f{i:02}" for i in range(20)) + " and 10 more."
+    )
+    assert len(error["fields"]) == 30
