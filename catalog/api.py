@@ -7,13 +7,13 @@ from typing import Any
 
 import django_filters
 from django.db.models import QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import viewsets
 
 from catalog import selectors
 from catalog import serializers as s
 from catalog.models import Offering, OfferingKind
 from neocloud.api.pagination import Cursor
+from neocloud.api.queries import KnownParameters
 from tenants.actor import actor_for
 
 
@@ -49,7 +49,7 @@ class OfferingViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = Offering.objects.all()
     serializer_class = s.OfferingSerializer
     pagination_class = BySlug
-    filter_backends = [DjangoFilterBackend]
+    filter_backends = [KnownParameters]
     filterset_class = OfferingFilter
 
     def get_queryset(self) -> QuerySet[Offering]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django_filters.filterset import filterset_factory
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
@@ -22,6 +21,7 @@ from inventory.authentication import NodeTokenAuthentication
 from inventory.lifecycle import NodeAction
 from inventory.models import Cluster, GpuModel, Node, Region
 from neocloud.api.pagination import Cursor
+from neocloud.api.queries import KnownParameters
 from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Actor
 from tenants.actor import actor_for
@@ -86,7 +86,7 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     serializer_class = s.NodeSerializer
     permission_classes = [IsOperator]
     pagination_class = Cursor
-    filter_backends = [DjangoFilterBackend, OrderingFilter]
+    filter_backends = [KnownParameters, OrderingFilter]
     filterset_class = filterset_factory(Node, fields=["cluster", "rack", "state", "gpu_model"])
     ordering_fields = ["name", "created_at", "state_changed_at"]
 

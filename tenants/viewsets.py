@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from django.db.models import Model, QuerySet
-from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.filters import OrderingFilter
 from rest_framework.relations import PrimaryKeyRelatedField
 from rest_framework.serializers import Serializer
 from rest_framework.viewsets import GenericViewSet
 
 from neocloud.api.pagination import Cursor
+from neocloud.api.queries import KnownParameters
 from neocloud.core.transactions import atomic_with_retry
 from tenants.access import Action, Actor
 from tenants.actor import actor_for
@@ -32,7 +32,7 @@ class TenantViewSet(GenericViewSet):  # type: ignore[type-arg]
 
     read_action: ClassVar[Action]
     pagination_class = Cursor
-    filter_backends = [DjangoFilterBackend, OrderingFilter]
+    filter_backends = [KnownParameters, OrderingFilter]
 
     @property
     def actor(self) -> Actor:

@@ -12,7 +12,7 @@ more than the server reads, and must not lose its heartbeat for it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from rest_framework import serializers
@@ -41,15 +41,20 @@ class RequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
             accepted = self.accepted_names(data)
-            unknown = [name for name in data if name not in accepted]
-            if unknown:
-                raise serializers.ValidationError(
-                    {
-                        str(name)[:MAX_NAME_SHOWN]: [_unknown(str(name), accepted)]
-                        for name in unknown[:MAX_REPORTED]
-                    }
-                )
+            refuse_unknown(data, accepted)
         return super().to_internal_value(data)
+
+
+def refuse_unknown(given: Iterable[str], accepted: set[str]) -> None:
+    """Raises the ``unknown_field`` errors of the names of ``given`` not in ``accepted``."""
+    unknown = [name for name in given if name not in accepted]
+    if unknown:
+        raise serializers.ValidationError(
+            {
+                str(name)[:MAX_NAME_SHOWN]: [_unknown(str(name), accepted)]
+                for name in unknown[:MAX_REPORTED]
+            }
+        )
 
 
 def _unknown(name: str, accepted: set[str]) -> ErrorDetail:

@@ -491,3 +491,41 @@ def test_an_unterminated_string_is_refused_at_once(world: World) -> None:
     assert time.perf_counter() - started < 2
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "parse_error"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "parameter", "hint"),
+    [
+        ("/api/v1/projects?organisation={organization}", "organisation", "organization"),
+        ("/api/v1/workloads?statuss=pending", "statuss", "status"),
+        ("/api/v1/workloads?order=priority", "order", "ordering"),
+        ("/api/v1/nodes?page=2", "page", "page_size"),
+        ("/api/v1/projects/{project}?expand=members", "expand", None),
+    ],
+)
+def test_a_query_parameter_nothing_reads_is_refused(
+    world: World, path: str, parameter: str, hint: str | None
+) -> None:
+    """django-filter dropped it: ``?statuss=pending`` listed every workload."""
+    url = path.format(organization=world.organization.pk, project=world.project.pk)
+
+    response = client_with_key(world.key).get(url)
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["code"] == "unknown_field"
+    did_you_mean = f" Did you mean {hint}?" if hint else ""
+    assert error["fields"] == {parameter: [f"Unknown field.{did_you_mean}"]}
+
+
+@pytest.mark.django_db
+def test_the_parameters_a_list_reads_still_pass(world: World) -> None:
+    client = client_with_key(world.key)
+    query = f"organization={world.organization.pk}&ordering=-created_at&page_size=5&format=json"
+
+    response = client.get(f"/api/v1/projects?{query}")
+
+    assert response.status_code == 200, response.content
+    assert [p["id"] for p in response.json()["results"]] == [str(world.project.pk)]
+    assert client.get("/api/v1/offerings?region=" + commerce.REGION).status_code == 200
