@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from rest_framework import serializers
 
 from execution.models import AssignmentState
+from neocloud.api.bodies import QuerySerializer
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -161,7 +162,7 @@ class LogsAckSerializer(serializers.Serializer):  # type: ignore[type-arg]
 # --- the customer's side ---------------------------------------------------------------------
 
 
-class LogsQuerySerializer(serializers.Serializer):  # type: ignore[type-arg]
+class LogsQuerySerializer(QuerySerializer):
     cursor = serializers.RegexField(
         r"^[0-9]{1,19}$", required=False, help_text="Opaque: the last answer's `cursor`."
     )

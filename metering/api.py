@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from metering import selectors, services
 from metering import serializers as s
 from metering.models import Budget
+from neocloud.api.bodies import query_names, refuse_unknown
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
 from neocloud.api.schema import ErrorSerializer
@@ -34,6 +35,8 @@ QUERY_PARAMETERS = [
     OpenApiParameter("organization", str, description="UUID: one organization only"),
     OpenApiParameter("project", str, description="UUID: one project only"),
 ]
+# What the usage views read; anything else is a misspelling (``neocloud.api.bodies``).
+USAGE_PARAMETERS = query_names(*(parameter.name for parameter in QUERY_PARAMETERS))
 GROUP_BY = OpenApiParameter(
     "group_by", str, description=f"comma-separated, any of: {', '.join(selectors.DIMENSIONS)}"
 )
@@ -76,6 +79,7 @@ class UsageView(APIView):
     )
     def get(self, request: Request, format: str | None = None) -> Response:
         now = timezone.now()
+        refuse_unknown(request.query_params, USAGE_PARAMETERS | query_names("group_by"))
         query = selectors.check_usage_query(request.query_params, now=now)
         slices, open_allocations = selectors.usage_visible_to(actor_for(request))
         rows = selectors.usage_rows(
@@ -97,6 +101,7 @@ class UsageDailyView(APIView):
     )
     def get(self, request: Request) -> Response:
         now = timezone.now()
+        refuse_unknown(request.query_params, USAGE_PARAMETERS)
         query = selectors.check_usage_query(request.query_params, now=now, group_by_allowed=False)
         slices, open_allocations = selectors.usage_visible_to(actor_for(request))
         days = selectors.usage_daily(

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from events.serializers import AuditEventSerializer
 from inventory.models import Cluster
+from neocloud.api.bodies import query_names, refuse_unknown
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
 from neocloud.core.transactions import atomic_with_retry
@@ -194,6 +195,7 @@ class CapacityView(APIView):
 
     @extend_schema(responses=s.ClusterAllocationSerializer(many=True))
     def get(self, request: Request) -> Response:
+        refuse_unknown(request.query_params, query_names("cluster"))
         figures = selectors.cluster_allocations(request.query_params.get("cluster"))
         return Response(s.ClusterAllocationSerializer(figures, many=True).data)
 

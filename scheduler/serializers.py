@@ -9,7 +9,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from neocloud.api.bodies import RequestSerializer
+from neocloud.api.bodies import QuerySerializer, RequestSerializer
 from neocloud.api.fields import (
     StrictBooleanField,
     StrictCharField,
@@ -330,7 +330,7 @@ class WorkloadCreateSerializer(ProgramFields):
     )
 
 
-class WorkloadCreateQuerySerializer(RequestSerializer):
+class WorkloadCreateQuerySerializer(QuerySerializer):
     """The query of a submission: a misspelt ``dry_run`` dropped would submit for real."""
 
     dry_run = serializers.BooleanField(

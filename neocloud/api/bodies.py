@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
+from rest_framework.settings import api_settings
 
 UNKNOWN_FIELD = "unknown_field"
 # A body of thousands of unknown names gets an answer of a few of them.
@@ -43,6 +44,18 @@ class RequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
             accepted = self.accepted_names(data)
             refuse_unknown(data, accepted)
         return super().to_internal_value(data)
+
+
+class QuerySerializer(RequestSerializer):
+    """A query's parameters: its fields, and DRF's ``format`` (which every view reads)."""
+
+    def accepted_names(self, data: Mapping[str, Any]) -> set[str]:
+        return super().accepted_names(data) | query_names()
+
+
+def query_names(*names: str) -> set[str]:
+    """``names`` and the ``format`` parameter every view reads."""
+    return {*names, *filter(None, [api_settings.URL_FORMAT_OVERRIDE])}
 
 
 def refuse_unknown(given: Iterable[str], accepted: set[str]) -> None:

@@ -16,7 +16,7 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from neocloud.api.bodies import refuse_unknown
+from neocloud.api.bodies import query_names, refuse_unknown
 
 
 class KnownParameters(DjangoFilterBackend):  # type: ignore[misc]
@@ -26,7 +26,7 @@ class KnownParameters(DjangoFilterBackend):  # type: ignore[misc]
 
     def known(self, queryset: QuerySet[Any], view: Any) -> set[str]:
         """The view's filters, its page's and ordering's parameters, its own, and ``format``."""
-        known = {api_settings.URL_FORMAT_OVERRIDE, *getattr(view, "query_parameters", ())}
+        known = query_names(*getattr(view, "query_parameters", ()))
         filterset = self.get_filterset_class(view, queryset)
         if filterset is not None:
             known |= set(filterset.base_filters)

@@ -502,13 +502,22 @@ def test_an_unterminated_string_is_refused_at_once(world: World) -> None:
         ("/api/v1/workloads?order=priority", "order", "ordering"),
         ("/api/v1/nodes?page=2", "page", "page_size"),
         ("/api/v1/projects/{project}?expand=members", "expand", None),
+        ("/api/v1/usage?fro=2026-11-01", "fro", "from"),
+        ("/api/v1/usage/daily?group_by=project", "group_by", None),
+        ("/api/v1/capacity?clusters=fra1", "clusters", "cluster"),
+        ("/api/v1/workloads/{workload}/logs?folow=true", "folow", "follow"),
     ],
 )
 def test_a_query_parameter_nothing_reads_is_refused(
     world: World, path: str, parameter: str, hint: str | None
 ) -> None:
     """django-filter dropped it: ``?statuss=pending`` listed every workload."""
-    url = path.format(organization=world.organization.pk, project=world.project.pk)
+    workload = run(
+        scheduler.workload_submit, project=world.project, spec=WorkloadSpec("probe", ("h100",))
+    )
+    url = path.format(
+        organization=world.organization.pk, project=world.project.pk, workload=workload.pk
+    )
 
     response = client_with_key(world.key).get(url)
 
@@ -529,3 +538,5 @@ def test_the_parameters_a_list_reads_still_pass(world: World) -> None:
     assert response.status_code == 200, response.content
     assert [p["id"] for p in response.json()["results"]] == [str(world.project.pk)]
     assert client.get("/api/v1/offerings?region=" + commerce.REGION).status_code == 200
+    usage = f"from=2026-11-01&organization={world.organization.pk}&group_by=project&format=json"
+    assert client.get(f"/api/v1/usage?{usage}").status_code == 200
