@@ -79,7 +79,7 @@ class UsageView(APIView):
     )
     def get(self, request: Request, format: str | None = None) -> Response:
         now = timezone.now()
-        refuse_unknown(request.query_params, USAGE_PARAMETERS | query_names("group_by"))
+        refuse_unknown(request.query_params, USAGE_PARAMETERS | {GROUP_BY.name})
         query = selectors.check_usage_query(request.query_params, now=now)
         slices, open_allocations = selectors.usage_visible_to(actor_for(request))
         rows = selectors.usage_rows(

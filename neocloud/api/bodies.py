@@ -6,7 +6,8 @@ told about (Stripe answers ``parameter_unknown``), so every request serializer a
 nested in one is a ``RequestSerializer`` (``tests/api/test_conventions.py`` holds it), which
 answers 400 ``unknown_field`` naming each such field, before the fields it does take are
 checked. The node agent's reports are the exception: an agent newer than the server may say
-more than the server reads, and must not lose its heartbeat for it.
+more than the server reads, and must not lose its heartbeat for it. Queries are held alike
+(``QuerySerializer``, ``refuse_unknown``; lists through ``neocloud.api.queries``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ class RequestSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
-            accepted = self.accepted_names(data)
-            refuse_unknown(data, accepted)
+            refuse_unknown(data, self.accepted_names(data))
         return super().to_internal_value(data)
 
 
