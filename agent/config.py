@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shlex
 import socket
@@ -31,6 +32,19 @@ class Config:
     log_level: str
     container_global_args: tuple[str, ...] = ()
     container_run_args: tuple[str, ...] = ()
+    run_uids: range = range(4_000_000, 4_100_000)
+    port_range: range = range(30000, 33000)
+    pids_max: int = 4096
+    fake_gpu_device_files: str = ""
+
+    @property
+    def publish_address(self) -> str:
+        """Where published ports listen: the advertised address when it is an IP address
+        (a host name cannot be bound to: every address then)."""
+        try:
+            return str(ipaddress.ip_address(self.advertise_address))
+        except ValueError:
+            return ""
 
 
 # flag, variable, type, default, help
@@ -42,12 +56,34 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
     ("--runtime", "NEOCLOUD_RUNTIME", str, "process", "process, podman or docker"),
     ("--fake-gpus", "NEOCLOUD_FAKE_GPUS", int, None, "pretend to have N GPUs (no NVML)"),
     ("--gpu-model", "NEOCLOUD_GPU_MODEL", str, "", "the fake GPUs' model name"),
+    (
+        "--fake-gpu-device-files",
+        "NEOCLOUD_FAKE_GPU_DEVICE_FILES",
+        str,
+        "",
+        "character devices standing in for the fake GPUs', e.g. /srv/fake/gpu{index}",
+    ),
     ("--advertise-address", "NEOCLOUD_ADVERTISE_ADDRESS", str, "", "address others reach"),
     ("--heartbeat-s", "NEOCLOUD_HEARTBEAT_S", float, 5.0, "seconds between heartbeats"),
     ("--poll-wait-s", "NEOCLOUD_POLL_WAIT_S", int, 20, "long-poll wait, 0-60 s"),
     ("--log-max-bytes", "NEOCLOUD_LOG_MAX_BYTES", int, 64 * 1024 * 1024, "per-run log cap"),
     ("--stop-grace-s", "NEOCLOUD_STOP_GRACE_S", float, 10.0, "grace when an assignment has none"),
     ("--log-level", "NEOCLOUD_LOG_LEVEL", str, "INFO", "the agent's own log level"),
+    (
+        "--run-uids",
+        "NEOCLOUD_RUN_UIDS",
+        str,
+        "4000000-4099999",
+        "the uids runs get, one each, FIRST-LAST (used when the agent is root)",
+    ),
+    (
+        "--port-range",
+        "NEOCLOUD_PORT_RANGE",
+        str,
+        "30000-32999",
+        "host ports runs may publish, FIRST-LAST, on the advertised address",
+    ),
+    ("--pids-max", "NEOCLOUD_PIDS_MAX", int, 4096, "processes and threads a run may have"),
     (
         "--container-global-args",
         "NEOCLOUD_CONTAINER_GLOBAL_ARGS",
@@ -91,6 +127,18 @@ def _address_towards(url: str) -> str:
         return socket.gethostname()
 
 
+def _span(text: str, flag: str, lowest: int, parser: argparse.ArgumentParser) -> range:
+    """``FIRST-LAST`` (both included) as a range, every value at least ``lowest``."""
+    first, dash, last = text.partition("-")
+    try:
+        span = range(int(first), int(last) + 1)
+    except ValueError:
+        span = range(0)
+    if not dash or not span or span.start < lowest:
+        parser.error(f"{flag} must be FIRST-LAST with {lowest} <= FIRST <= LAST, not {text!r}")
+    return span
+
+
 def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """The configuration, or exit 2 with argparse's message naming what is wrong."""
     environ = os.environ if environ is None else environ
@@ -113,6 +161,13 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         parser.error("--poll-wait-s must be within 0-60")
     if args.heartbeat_s <= 0 or args.log_max_bytes < 0 or args.stop_grace_s < 0:
         parser.error("--heartbeat-s must be > 0, --log-max-bytes and --stop-grace-s >= 0")
+    if args.pids_max < 16:
+        parser.error("--pids-max must be at least 16")
+    # A run's uid is nobody's: not root, not a system account, not the usual login range.
+    run_uids = _span(args.run_uids, "--run-uids", 10000, parser)
+    port_range = _span(args.port_range, "--port-range", 1024, parser)
+    if port_range.stop > 65536:
+        parser.error(f"--port-range must end at 65535 at most, not {args.port_range!r}")
     return Config(
         url=args.url,
         node_id=args.node_id,
@@ -129,4 +184,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         log_level=args.log_level.upper(),
         container_global_args=tuple(shlex.split(args.container_global_args)),
         container_run_args=tuple(shlex.split(args.container_run_args)),
+        run_uids=run_uids,
+        port_range=port_range,
+        pids_max=args.pids_max,
+        fake_gpu_device_files=args.fake_gpu_device_files,
     )

@@ -58,13 +58,20 @@ class Gpus(Protocol):
         """What CUDA_VISIBLE_DEVICES names for these GPUs."""
         ...
 
+    def device_files(self) -> dict[int, str]:
+        """Each GPU's device file by index: what a run may open only for its own GPUs."""
+        ...
+
 
 class FakeGpus:
     """``--fake-gpus N --gpu-model M``: idle, healthy, and marked fake in every heartbeat."""
 
     fake = True
 
-    def __init__(self, count: int, model: str, node_id: str) -> None:
+    def __init__(self, count: int, model: str, node_id: str, device_files: str = "") -> None:
+        """``device_files``: a template such as ``/srv/fake/gpu{index}`` naming character
+        devices that stand in for /dev/nvidiaN (tests of the device fence); "" for none."""
+        self._files = {i: device_files.format(index=i) for i in range(count) if device_files}
         prefix = node_id[:8]
         self._gpus = [
             Gpu(index=i, uuid=f"GPU-fake-{prefix}-{i}", model=model, memory_mib=0)
@@ -76,6 +83,9 @@ class FakeGpus:
 
     def device_ids(self, indices: list[int]) -> list[str]:
         return [str(index) for index in indices]
+
+    def device_files(self) -> dict[int, str]:
+        return dict(self._files)
 
 
 class NvmlGpus:
@@ -94,6 +104,9 @@ class NvmlGpus:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
             self._inventory = [self._describe(i) for i in range(count)]
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            minors = [pynvml.nvmlDeviceGetMinorNumber(handle) for handle in handles]
+            self._files = {i: f"/dev/nvidia{minor}" for i, minor in enumerate(minors)}
         except pynvml.NVMLError as error:
             raise GpuDiscoveryError(f"NVML: {error}") from error
         self._xids: dict[str, int] = {}
@@ -204,11 +217,16 @@ class NvmlGpus:
         by_index = {gpu.index: gpu.uuid for gpu in self._inventory}
         return [by_index.get(index, str(index)) for index in indices]
 
+    def device_files(self) -> dict[int, str]:
+        return dict(self._files)  # /dev/nvidia<minor>: the minor is not always the index
 
-def discover(*, fake_gpus: int | None, gpu_model: str, node_id: str) -> Gpus:
+
+def discover(
+    *, fake_gpus: int | None, gpu_model: str, node_id: str, fake_device_files: str = ""
+) -> Gpus:
     """The GPUs the agent reports and hands out; raises GpuDiscoveryError if it has none."""
     if fake_gpus is not None:
-        return FakeGpus(fake_gpus, gpu_model, node_id)
+        return FakeGpus(fake_gpus, gpu_model, node_id, fake_device_files)
     try:
         return NvmlGpus()
     except GpuDiscoveryError as error:

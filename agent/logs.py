@@ -29,6 +29,14 @@ def size_of(path: Path) -> int:
         return 0
 
 
+def tail(path: Path, cap: int, size: int = 400) -> str:
+    """The last ``size`` bytes kept of the output (past the cap the file is a hole)."""
+    end = min(size_of(path), cap) if cap > 0 else size_of(path)
+    with open(path, "rb") as file:
+        file.seek(max(0, end - size))
+        return file.read(end - max(0, end - size)).decode(errors="replace")
+
+
 def read_chunks(path: Path, start: int, end: int, assignment_id: str) -> list[dict[str, Any]]:
     """The chunks of ``[start, end)`` (at most one request's worth), base64."""
     chunks = []

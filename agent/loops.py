@@ -21,13 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, logs, processes
+from agent import VERSION, cgroups, logs, processes, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
 from agent.gpus import Gpus
+from agent.launching import Launcher, StartFailed
 from agent.reconcile import Assignment, Plan, decide
-from agent.runtimes import Launch, Runtime, container_name, gpu_env, shim_argv
+from agent.runtimes import Runtime, container_name
 from agent.state import (
     ACTIVE,
     ENDED,
@@ -92,6 +93,7 @@ class Agent:
         self.state = state
         self.runtime = runtime
         self.cgroups = cgroups
+        self.launcher = Launcher(config, state=state, gpus=gpus, runtime=runtime, cgroups=cgroups)
         self.stopping = threading.Event()
         self.unauthorized = threading.Event()  # the token was refused: start nothing new
         self.accepting = True  # the last heartbeat's `accepting_work`
@@ -203,9 +205,17 @@ class Agent:
                 "fake_gpus": self.gpus.fake,
                 "cgroups": self.cgroups.available or self.runtime.applies_limits,
                 "cgroups_note": self.cgroups.note,
+                "isolation": self.isolation(),
             },
             "gpus": [gpu.as_report() for gpu in self.gpus.read()],
         }
+
+    def isolation(self) -> str:
+        """What keeps runs apart on this node, in a sentence for the operator."""
+        if users.isolating():
+            span = self.config.run_uids
+            return f"a uid of its own per run ({span.start}-{span.stop - 1})"
+        return "none: the agent is not root, so every run is the agent's own user"
 
     def _poll_loop(self) -> None:
         since: str | None = None
@@ -304,85 +314,25 @@ class Agent:
             container=container_name(assignment.id) if container else "",
         )
         self.state.save(record)
-        run_dir = self.state.run_dir(assignment.id)
-        work_dir = assignment.working_dir
-        if not container and not work_dir:
-            work_dir = str(self.state.work_dir(assignment.id))
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-        devices = self.gpus.device_ids(assignment.gpus)
-        launch = Launch(
-            assignment_id=assignment.id,
-            argv=assignment.argv,
-            image=assignment.image,
-            env={**assignment.env, **gpu_env(assignment.gpus, devices)},
-            work_dir=work_dir,
-            devices=devices,
-            cpu_milli=assignment.cpu_milli,
-            memory_mib=assignment.memory_mib,
-            ports=assignment.ports,
-            fake_gpus=self.gpus.fake,
-        )
-        problem = self._problem(assignment, launch, container)
-        if problem:
-            self._start_failed(record, problem)
-            return
-        record.cgroup_note = self._make_cgroup(record, assignment, container)
-        command = self.runtime.command(launch, cidfile=self.state.cidfile_path(assignment.id))
-        argv = shim_argv(
-            status_file=self.state.status_path(assignment.id),
-            ready_file=self.state.ready_path(assignment.id),
-            cgroup=record.cgroup,
-            command=command,
-        )
         try:
-            pid = self.runtime.spawn(
-                argv,
-                env=self.runtime.shim_env(launch),
-                cwd=str(run_dir) if container else work_dir,
-                output=self.state.output_path(assignment.id),
-            )
-        except OSError as error:
-            self._start_failed(record, f"cannot start the run: {error}")
+            started = self.launcher.start(record, assignment)
+        except StartFailed as error:
+            self._start_failed(record, str(error))
             return
-        record.pid = pid
-        record.pid_start = processes.start_time(pid) or -1
+        record.pid = started.pid
+        record.pid_start = processes.start_time(started.pid) or -1
         record.phase = LAUNCHED
         self.state.save(record)
         # The command line may be logged; the environment (secrets) never is.
         log.info(
-            "launched %s (%s) pid %d gpus %s: %s",
+            "launched %s (%s) pid %d uid %s gpus %s: %s",
             assignment.id,
             assignment.workload_name,
-            pid,
+            started.pid,
+            record.uid,
             assignment.gpus,
-            command,
+            started.command,
         )
-
-    def _problem(self, assignment: Assignment, launch: Launch, container: bool) -> str:
-        known = {gpu.index for gpu in self.gpus.read()}
-        missing = [index for index in assignment.gpus if index not in known]
-        if missing:
-            return f"GPU index {missing} not on this node"
-        if not container and not Path(launch.work_dir).is_dir():
-            return f"working directory not found: {launch.work_dir}"
-        return self.runtime.problem(launch)
-
-    def _make_cgroup(self, record: RunRecord, assignment: Assignment, container: bool) -> str:
-        if container:
-            return f"limits applied by {self.runtime.name} (--cpus/--memory)"
-        if not self.cgroups.available:
-            return self.cgroups.note
-        try:
-            path = cgroups.create(
-                self.cgroups,
-                assignment.id,
-                cpu_milli=assignment.cpu_milli,
-                memory_mib=assignment.memory_mib,
-            )
-        except OSError as error:
-            return f"could not make the run's cgroup ({error}): no limits"
-        record.cgroup = str(path)
-        return f"cgroup v2 {path}"
 
     # -- watching ------------------------------------------------------------------------
 
@@ -433,6 +383,8 @@ class Agent:
                     record.killed = True
                     self.state.save(record)
                     self.runtime.kill(record)
+                    if record.uid is not None:
+                        users.kill_all(record.uid)
             if record.phase == LAUNCHED:
                 self._watch_launch(record, alive)
             if record.phase == RUNNING and not alive:
@@ -448,15 +400,20 @@ class Agent:
             cidfile = self.state.cidfile_path(ident)
             record.container_id = cidfile.read_text().strip() if cidfile.exists() else ""
             if record.container_id:
+                # The client has read the variables by now: they leave the disk.
+                self.state.env_path(ident, record.runtime).unlink(missing_ok=True)
                 self._report_started(record, {"applied": True, "note": record.cgroup_note})
             elif status is not None or not alive:
-                tail = self.state.output_path(ident).read_bytes()[-400:].decode(errors="replace")
+                tail = logs.tail(self.state.output_path(ident), self.config.log_max_bytes)
                 self._start_failed(record, f"{record.runtime} run failed: {tail.strip()}")
             return
         ready = read_json(self.state.ready_path(ident))
         if ready is not None:
-            applied = ready.get("cgroup") if record.cgroup else None
-            self._report_started(record, applied or {"applied": False, "note": record.cgroup_note})
+            joined = ready.get("cgroup") or {} if record.cgroups else {}
+            # The shim's note when it could not join them, else what they hold the run to.
+            note = record.cgroup_note if joined.get("applied") else joined.get("note")
+            applied = bool(joined.get("applied"))
+            self._report_started(record, {"applied": applied, "note": note or record.cgroup_note})
         elif not alive:
             self._start_failed(record, "the shim ended before it started the command")
 
@@ -474,7 +431,11 @@ class Agent:
         log.info("started %s: pid %s", record.assignment_id, record.pid)
         if record.ports:
             address = self.config.advertise_address
-            ports = [{"port": port, "address": f"{address}:{port}"} for port in record.ports]
+            published = record.host_ports or record.ports  # a process listens on its own
+            ports = [
+                {"port": port, "address": f"{address}:{host_port}"}
+                for port, host_port in zip(record.ports, published, strict=True)
+            ]
             self.state.enqueue(record, "ports", at=_now(), ports=ports)
 
     def _ended(self, record: RunRecord) -> None:
@@ -484,12 +445,14 @@ class Agent:
             # Seen alive a tick ago: the group's id still names this run's leftovers (a pid
             # is not reused while its group has members). Never after a reboot's renumbering.
             processes.signal_group(record.pid, signal.SIGKILL)
-        oom = bool(record.cgroup) and cgroups.oom_killed(Path(record.cgroup))
+        if record.uid is not None:
+            users.kill_all(record.uid)  # what left the group: the uid is the run's alone
+        oom = cgroups.oom_killed([Path(path) for path in record.cgroups])
         status = read_json(self.state.status_path(record.assignment_id)) or {}
         code, signum = status.get("exit_code"), status.get("signal")
         message = ""
         if "exit_code" in status:
-            if signum == 9 and not record.cgroup and not record.killed:
+            if signum == 9 and not record.cgroups and not record.killed:
                 message = "SIGKILL without a cgroup: an OOM kill cannot be told from another"
         elif record.killed:
             code, signum = None, 9
@@ -520,10 +483,10 @@ class Agent:
         self._cleanup(record)
 
     def _cleanup(self, record: RunRecord) -> None:
-        """The output is at the control plane (or given up): free the disk and the cgroup."""
+        """The output is at the control plane (or given up): free the disk, the run's user
+        and what it held."""
         self.state.output_path(record.assignment_id).unlink(missing_ok=True)
-        if record.cgroup:
-            cgroups.remove(Path(record.cgroup))
+        self.launcher.clear(record)
 
     # -- talking: logs, then reports -----------------------------------------------------
 

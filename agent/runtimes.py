@@ -2,19 +2,26 @@
 
 Every runtime starts its run under the shim (agent/shim.py) in a session of its own, so the
 run outlives the agent and its end is written down. The command lines are pure functions of
-the launch, tested without podman or docker. Env values never appear on a command line: a
-container gets ``-e NAME`` and the client reads the value from its own environment, so
-secrets stay out of ``ps``.
+the launch, tested without podman or docker.
+
+No variable of a run reaches a process on the host side (the shim, podman, docker): each
+could change what that process does as root (``LD_PRELOAD``, ``CONTAINERS_CONF``,
+``DOCKER_HOST``). They go in a file only root can read: JSON the shim hands to the command
+(process runtime), or the client's ``--env-file`` (containers), removed once the run started.
+Env values never appear on a command line, so secrets stay out of ``ps``.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent import processes
@@ -40,6 +47,10 @@ class Launch:
     memory_mib: int
     ports: list[int]
     fake_gpus: bool = False  # no devices to pass into a container: only the variables
+    uid: int | None = None  # the run's own user (None: the agent's, when it is not root)
+    pids_max: int = 0
+    host_ports: list[int] = field(default_factory=list)  # a container's, one per port
+    publish_address: str = ""  # where published ports listen ("" for every address)
 
 
 @dataclass(frozen=True)
@@ -61,17 +72,28 @@ def gpu_env(indices: list[int], devices: list[str]) -> dict[str, str]:
     }
 
 
-def shim_argv(*, status_file: Path, ready_file: Path, cgroup: str, command: list[str]) -> list[str]:
-    cgroup_flag = ["--cgroup", cgroup] if cgroup else []
+def shim_argv(
+    *,
+    status_file: Path,
+    ready_file: Path,
+    command: list[str],
+    cgroups: Sequence[str] = (),
+    options: Sequence[str] = (),
+    output_cap: int = 0,
+) -> list[str]:
+    cgroup_flags = [flag for path in cgroups for flag in ("--cgroup", path)]
     return [
         sys.executable,
-        "-I",  # the run's PYTHONPATH and friends are for the command, not for the shim
+        "-I",  # no PYTHONPATH and friends of anyone's: the shim reads only the standard library
         str(SHIM),
         "--status-file",
         str(status_file),
         "--ready-file",
         str(ready_file),
-        *cgroup_flag,
+        "--output-cap",
+        str(output_cap),
+        *cgroup_flags,
+        *options,
         "--",
         *command,
     ]
@@ -87,23 +109,48 @@ def _limits(launch: Launch) -> list[str]:
         limits += ["--cpus", f"{launch.cpu_milli / 1000:g}"]
     if launch.memory_mib > 0:
         limits += ["--memory", f"{launch.memory_mib}m"]
+    if launch.pids_max > 0:
+        limits += ["--pids-limit", str(launch.pids_max)]
     return limits
 
 
-def _common(launch: Launch, env_names: list[str]) -> list[str]:
-    args = []
-    for name in env_names:
-        args += ["-e", name]
+def _publish(address: str, host_port: int, port: int) -> str:
+    if not address:
+        return f"{host_port}:{port}"
+    host = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    return f"{host}:{host_port}:{port}"
+
+
+def _common(launch: Launch, env_file: Path) -> list[str]:
+    """Unprivileged whatever the image says: the run's own uid, no capabilities, no way to
+    gain privileges; its variables from the env file; ports from the node's range."""
+    args = ["--env-file", str(env_file)]
+    if launch.uid is not None:
+        args += ["--user", f"{launch.uid}:{launch.uid}"]
+    args += ["--cap-drop", "all", "--security-opt", "no-new-privileges"]
     if launch.work_dir:
         args += ["-w", launch.work_dir]
     args += _limits(launch)
-    for port in launch.ports:
-        args += ["-p", f"{port}:{port}"]
+    for port, host_port in zip(launch.ports, launch.host_ports, strict=True):
+        args += ["-p", _publish(launch.publish_address, host_port, port)]
     return args
 
 
+def env_file_lines(env: dict[str, str]) -> str:
+    """The ``--env-file`` of podman and docker: NAME=VALUE a line, so no value may hold a
+    line break (ValueError naming the variable, never its value)."""
+    for name, value in env.items():
+        if "\n" in value or "\r" in value or "\0" in value or "=" in name or "\n" in name:
+            raise ValueError(f"env {name}: a line break cannot be passed to a container")
+    return "".join(f"{name}={value}\n" for name, value in sorted(env.items()))
+
+
 def podman_run_argv(
-    launch: Launch, *, cidfile: Path, options: ContainerOptions = ContainerOptions()
+    launch: Launch,
+    *,
+    cidfile: Path,
+    env_file: Path,
+    options: ContainerOptions = ContainerOptions(),
 ) -> list[str]:
     """``podman run`` with each GPU as a CDI device (``nvidia.com/gpu=<uuid or index>``)."""
     devices = []
@@ -119,7 +166,7 @@ def podman_run_argv(
         "--cidfile",
         str(cidfile),
         *devices,
-        *_common(launch, sorted(launch.env)),
+        *_common(launch, env_file),
         *options.run_args,
         launch.image,
         *launch.argv,
@@ -127,14 +174,18 @@ def podman_run_argv(
 
 
 def docker_run_argv(
-    launch: Launch, *, cidfile: Path, options: ContainerOptions = ContainerOptions()
+    launch: Launch,
+    *,
+    cidfile: Path,
+    env_file: Path,
+    options: ContainerOptions = ContainerOptions(),
 ) -> list[str]:
     """``docker run`` on the NVIDIA runtime, its GPUs named in NVIDIA_VISIBLE_DEVICES (a
-    device list, not a secret: the one value on the command line)."""
+    device list, not a secret: the one value on the command line, after the env file so it
+    wins over a run's own NVIDIA_VISIBLE_DEVICES)."""
     gpus = []
     if launch.devices and not launch.fake_gpus:
         gpus = ["--runtime=nvidia", "-e", f"NVIDIA_VISIBLE_DEVICES={','.join(launch.devices)}"]
-    names = sorted(name for name in launch.env if not (gpus and name == "NVIDIA_VISIBLE_DEVICES"))
     return [
         "docker",
         *options.global_args,
@@ -144,8 +195,8 @@ def docker_run_argv(
         container_name(launch.assignment_id),
         "--cidfile",
         str(cidfile),
+        *_common(launch, env_file),
         *gpus,
-        *_common(launch, names),
         *options.run_args,
         launch.image,
         *launch.argv,
@@ -189,13 +240,28 @@ class Runtime:
             return f"command not found: {launch.argv[0]}"
         return ""
 
-    def command(self, launch: Launch, *, cidfile: Path) -> list[str]:
+    def command(self, launch: Launch, *, cidfile: Path, env_file: Path) -> list[str]:
         return list(launch.argv)
 
-    def shim_env(self, launch: Launch) -> dict[str, str]:
-        """The run's environment: nothing of the agent's but PATH; HOME its directory."""
-        base = {"PATH": os.environ.get("PATH", os.defpath), "HOME": launch.work_dir}
-        return {**base, **launch.env}
+    def env_file_text(self, launch: Launch) -> str:
+        """The run's environment, for the shim to hand to the command: nothing of the agent's
+        but PATH; HOME and TMPDIR its directory."""
+        base = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": launch.work_dir,
+            "TMPDIR": launch.work_dir,
+        }
+        return json.dumps({**base, **launch.env})
+
+    def shim_options(self, launch: Launch, env_file: Path) -> list[str]:
+        options = ["--env-file", str(env_file)]
+        if launch.uid is not None:
+            options += ["--uid", str(launch.uid), "--nproc", str(launch.pids_max)]
+        return options
+
+    def shim_env(self) -> dict[str, str]:
+        """The shim's own environment: the agent's PATH, nothing of any run's."""
+        return {"PATH": os.environ.get("PATH", os.defpath)}
 
     def spawn(self, argv: list[str], *, env: dict[str, str], cwd: str, output: Path) -> int:
         """Start the shim in a session of its own; its pid (= the group's id)."""
@@ -240,14 +306,20 @@ class ContainerRuntime(Runtime):
             return f"no image to run with {self.name}"
         return ""
 
-    def command(self, launch: Launch, *, cidfile: Path) -> list[str]:
+    def command(self, launch: Launch, *, cidfile: Path, env_file: Path) -> list[str]:
         build = podman_run_argv if self.name == "podman" else docker_run_argv
-        return build(launch, cidfile=cidfile, options=self.options)
+        return build(launch, cidfile=cidfile, env_file=env_file, options=self.options)
 
-    def shim_env(self, launch: Launch) -> dict[str, str]:
-        """The client's own environment (it needs its PATH, HOME, XDG_RUNTIME_DIR) plus the
-        run's values, which it passes on for the ``-e NAME`` on its command line."""
-        return {**os.environ, **launch.env}
+    def env_file_text(self, launch: Launch) -> str:
+        return env_file_lines(launch.env)
+
+    def shim_options(self, launch: Launch, env_file: Path) -> list[str]:
+        return []  # the client runs as the agent's user; the container as the run's
+
+    def shim_env(self) -> dict[str, str]:
+        """The client's environment is the operator's (PATH, HOME, XDG_RUNTIME_DIR, its
+        CONTAINER_* settings), without the agent's own NEOCLOUD_* settings."""
+        return {k: v for k, v in os.environ.items() if not k.startswith("NEOCLOUD_")}
 
     def escalate_after(self, grace_s: float) -> float:
         return grace_s + CONTAINER_STOP_SLACK_S

@@ -6,6 +6,14 @@ command, waits for it and writes how it ended to the status file. The run is not
 child, so it survives the agent; a restarted agent (no longer anyone's parent here) reads the
 ending from the status file.
 
+The shim runs as the agent's user (root on a real node) with none of the run's variables in
+its own environment: they come in a file only root can read (``--env-file``, removed once
+read) and go to the command alone. With ``--uid`` the command runs as the run's own user,
+with no supplementary groups, umask 077, no way to gain privileges (``no_new_privs``: setuid
+programs do not elevate) and at most ``--nproc`` processes. The command's output reaches the
+output file through the shim, which keeps at most ``--output-cap`` bytes of it: past the cap
+the file only grows as a hole (no disk blocks), so its length still counts what was dropped.
+
 Run as a script by path (not ``-m agent.shim``) so it needs nothing on ``sys.path`` in the
 run's working directory: it imports only the standard library.
 """
@@ -13,12 +21,16 @@ run's working directory: it imports only the standard library.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
+import resource
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +58,74 @@ def _start_time(pid: int) -> int:
     return int(text.rpartition(")")[2].split()[19])
 
 
-def _join_cgroup(path: str) -> dict[str, Any]:
-    if not path:
+_PR_SET_NO_NEW_PRIVS = 38
+_DRAIN_S = 2.0  # how long output is still read once the command ended (a child may hold it)
+_READ_BYTES = 64 * 1024
+
+
+def _join_cgroups(paths: list[str]) -> dict[str, Any]:
+    if not paths:
         return {"applied": False, "note": ""}
+    for path in paths:
+        try:
+            Path(path, "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as error:
+            return {"applied": False, "note": f"could not join {path}: {error}"}
+    return {"applied": True, "note": f"cgroups {' '.join(paths)}"}
+
+
+def _read_env(path: str) -> dict[str, str] | None:
+    """The command's environment, from a file that is removed once read."""
+    if not path:
+        return None
     try:
-        Path(path, "cgroup.procs").write_text(str(os.getpid()))
-    except OSError as error:
-        return {"applied": False, "note": f"could not join {path}: {error}"}
-    return {"applied": True, "note": f"cgroup v2 {path}"}
+        with open(path) as file:
+            env = json.load(file)
+    finally:
+        Path(path).unlink(missing_ok=True)
+    return {str(name): str(value) for name, value in env.items()}
+
+
+def _confine(nproc: int) -> None:
+    """In the command's process, after it became the run's user, before exec."""
+    if nproc > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+class _Relay:
+    """Copies the command's output to the shim's stdout (the output file), up to ``cap``."""
+
+    def __init__(self, source: int, cap: int) -> None:
+        self.source = source
+        self.cap = cap
+        self.out = sys.stdout.fileno()
+        self.written = os.fstat(self.out).st_size  # the shim's own lines count too
+
+    def pump(self, timeout: float) -> bool:
+        """Copy what is there within ``timeout``; False once the output is closed."""
+        ready, _, _ = select.select([self.source], [], [], timeout)
+        if not ready:
+            return True
+        data = os.read(self.source, _READ_BYTES)
+        if not data:
+            return False
+        kept = data if self.cap <= 0 else data[: max(0, self.cap - self.written)]
+        if kept:
+            os.write(self.out, kept)
+        self.written += len(data)
+        if len(kept) < len(data):
+            os.ftruncate(self.out, self.written)  # a hole: the length counts, no blocks
+        return True
+
+    def drain(self, child: subprocess.Popen[bytes]) -> None:
+        while child.poll() is None:
+            self.pump(0.2)
+        deadline = time.monotonic() + _DRAIN_S
+        while time.monotonic() < deadline and self.pump(max(0.0, deadline - time.monotonic())):
+            continue
 
 
 def _outlive_stop(signum: int, frame: object) -> None:
@@ -64,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.shim")
     parser.add_argument("--status-file", required=True, type=Path)
     parser.add_argument("--ready-file", required=True, type=Path)
-    parser.add_argument("--cgroup", default="")
+    parser.add_argument("--cgroup", action="append", default=[])
+    parser.add_argument("--env-file", default="")
+    parser.add_argument("--uid", type=int, default=-1)
+    parser.add_argument("--nproc", type=int, default=0)
+    parser.add_argument("--output-cap", type=int, default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -72,10 +148,24 @@ def main(argv: list[str] | None = None) -> int:
     # default action back while an ignored signal would stay ignored in it.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _outlive_stop)
-    cgroup = _join_cgroup(args.cgroup)
+    cgroup = _join_cgroups(args.cgroup)
+    reader, writer = os.pipe()
+    user: dict[str, Any] = {}
+    if args.uid >= 0:
+        user = {"user": args.uid, "group": args.uid, "extra_groups": [], "umask": 0o077}
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL)  # noqa: S603 - the run
-    except (OSError, ValueError) as error:
+        env = _read_env(args.env_file)
+        child = subprocess.Popen(  # noqa: S603 - the run
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=writer,
+            stderr=writer,
+            env=env,
+            # preexec_fn is safe here: the shim has one thread.
+            preexec_fn=(lambda: _confine(args.nproc)) if user else None,
+            **user,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
         message = f"cannot start {command[:1]}: {error}"
         print(f"neocloud shim: {message}", file=sys.stderr, flush=True)
         _write_atomic(args.status_file, {"error": message, "at": _now()})
@@ -90,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             "at": _now(),
         },
     )
+    os.close(writer)
+    _Relay(reader, args.output_cap).drain(child)
     code = child.wait()
     ending = (
         {"exit_code": code, "signal": None} if code >= 0 else {"exit_code": None, "signal": -code}

@@ -6,8 +6,15 @@ Layout::
     runs/<assignment_id>/output.log   the run's stdout and stderr, one stream
     runs/<assignment_id>/ready.json   written by the shim once the command was spawned
     runs/<assignment_id>/status.json  written by the shim when the command ended
-    runs/<assignment_id>/work/        the default working directory
+    runs/<assignment_id>/env.json     the run's variables until the shim read them (process)
+    runs/<assignment_id>/container.env  the same until the container started (podman, docker)
+    runs/<assignment_id>/work/        the default working directory, the run's own user's
     outbox/<assignment_id>.<seq>.json reports not yet acknowledged by the control plane
+
+Only the agent's user reads any of it: every file is 0600, the outbox 0700. The directories
+down to a run's own are 0711, so a run (another user) can reach its working directory by
+name but list, read or write nothing else: not the records, the outbox, other runs' output
+or variables.
 
 A record is never deleted: it is how the agent knows never to start an assignment twice.
 Every write is atomic (a temporary file, fsync, rename, fsync of the directory), so a crash
@@ -43,7 +50,7 @@ def safe_id(value: str) -> bool:
 
 def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as file:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as file:
         file.write(data)
         file.flush()
         os.fsync(file.fileno())
@@ -81,8 +88,10 @@ class RunRecord:
     pid_start: int | None = None  # its start time (/proc/<pid>/stat field 22)
     container: str = ""  # the container's name (podman/docker)
     container_id: str = ""
-    cgroup: str = ""  # the run's cgroup directory, "" when none
+    cgroups: list[str] = field(default_factory=list)  # the run's cgroup directories
     cgroup_note: str = ""
+    uid: int | None = None  # the run's own user, held until the run has ended
+    host_ports: list[int] = field(default_factory=list)  # a container's published ports
     last_seq: int = 0  # the last report seq used for this assignment
     log_offset: int = 0  # the next output byte the control plane wants
     log_dropped_sent: int = 0  # the dropped-bytes total last acknowledged
@@ -93,6 +102,8 @@ class RunRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        if data.get("cgroup") and "cgroups" not in data:  # a record of an agent before 0.2
+            data = {**data, "cgroups": [data["cgroup"]]}
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -105,6 +116,8 @@ class State:
         self.lock = threading.RLock()
         (root / "runs").mkdir(parents=True, exist_ok=True)
         (root / "outbox").mkdir(parents=True, exist_ok=True)
+        for path, mode in ((root, 0o711), (root / "runs", 0o711), (root / "outbox", 0o700)):
+            path.chmod(mode)
         self._records: dict[str, RunRecord] = {}
         for path in sorted((root / "runs").glob("*/run.json")):
             data = read_json(path)
@@ -137,6 +150,10 @@ class State:
     def work_dir(self, assignment_id: str) -> Path:
         return self.run_dir(assignment_id) / "work"
 
+    def env_path(self, assignment_id: str, runtime: str) -> Path:
+        name = "env.json" if runtime == "process" else "container.env"
+        return self.run_dir(assignment_id) / name
+
     # -- run records -------------------------------------------------------------------
 
     def get(self, assignment_id: str) -> RunRecord | None:
@@ -149,7 +166,10 @@ class State:
 
     def save(self, record: RunRecord) -> None:
         with self.lock:
-            self.run_dir(record.assignment_id).mkdir(parents=True, exist_ok=True)
+            run_dir = self.run_dir(record.assignment_id)
+            if not run_dir.is_dir():
+                run_dir.mkdir()
+                run_dir.chmod(0o711)  # past the umask: the run reaches its work/ below
             path = self.run_dir(record.assignment_id) / "run.json"
             write_atomic(path, json.dumps(asdict(record), sort_keys=True).encode())
             self._records[record.assignment_id] = record

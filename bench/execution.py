@@ -424,6 +424,7 @@ def bench_execution(scale: float) -> dict[str, Any]:
     cap = log_bytes + REQUEST_BYTES  # the workload's cap above the run's output: all stored
     server_env = {"REDIS_URL": "", "LOG_MAX_BYTES_PER_WORKLOAD": str(cap)}
     with scratch_database(), tempfile.TemporaryDirectory(prefix="bench-execution-") as scratch:
+        Path(scratch).chmod(0o711)  # runs (users of their own) reach their work below it
         seed = _seed()
         port = _free_port()
         url = f"http://127.0.0.1:{port}"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.celery_worker import PROJECT_ROOT, worker_env
+from tests.paths import searchable
 
 READY_TIMEOUT_S = 60.0
 
@@ -150,6 +151,7 @@ class NodeAgent(_Process):
         extra: Sequence[str] = (),
     ) -> None:
         work_dir.mkdir(parents=True, exist_ok=True)
+        searchable(work_dir)
         self.state_dir = work_dir / "state"
         self.token_file = work_dir / "token"
         self.token_file.write_text(token)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.fake_control_plane import FakeControlPlane
+from tests.paths import searchable
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_ID = "7f3c9a2e-5b1d-4c6e-9a0f-1d2e3f4a5b6c"
@@ -26,10 +27,11 @@ class AgentProcess:
 
     def __init__(self, plane: FakeControlPlane, tmp: Path, *extra: str) -> None:
         self.plane = plane
-        self.state_dir = tmp / "state"
+        self.state_dir = searchable(tmp) / "state"
         self.token_file = tmp / "token"
         if not self.token_file.exists():
             self.token_file.write_text(plane.token + "\n")
+            self.token_file.chmod(0o600)
         self.log_file = tmp / f"agent-{len(list(tmp.glob('agent-*.log')))}.log"  # one each
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None

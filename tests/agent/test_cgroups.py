@@ -1,4 +1,5 @@
-"""cgroup v2 limits, on a directory tree shaped like /sys/fs/cgroup."""
+"""cgroup limits, on directory trees shaped like /sys/fs/cgroup (v2) and its v1 mounts; the
+real kernel's cgroups are exercised by the agent's isolation tests."""
 
 from __future__ import annotations
 
@@ -25,12 +26,31 @@ def test_a_delegated_cgroup_gets_run_cgroups_with_their_limits(mount: Path) -> N
     found = cgroups.probe(mount, mount.parent / "self-cgroup")
     assert found.available
 
-    path = cgroups.create(found, "a1", cpu_milli=1500, memory_mib=512)
+    (path,) = cgroups.create(found, "a1", cgroups.Limits(1500, 512, 100))
 
     assert path == mount / "system.slice" / "neocloud-agent.service" / "run-a1"
     assert (path / "cpu.max").read_text() == "150000 100000"
     assert (path / "memory.max").read_text() == str(512 * 1024 * 1024)
-    assert (found.parent / "cgroup.subtree_control").read_text() == "+cpu +memory"  # type: ignore[operator]
+    assert (found.parents[0] / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+
+
+def test_cgroup_v1_gets_one_run_cgroup_per_controller(tmp_path: Path) -> None:
+    mounts, own = [], []
+    for number, name in enumerate(("cpu", "memory", "pids", "devices"), start=1):
+        (tmp_path / name / "agent.slice").mkdir(parents=True)
+        mounts.append(f"cgroup {tmp_path / name} cgroup rw,relatime,{name} 0 0")
+        own.append(f"{number}:{name}:/agent.slice")
+    (tmp_path / "mounts").write_text("\n".join(mounts) + "\n")
+    (tmp_path / "self-cgroup").write_text("\n".join([*own, "0::/"]) + "\n")
+
+    found = cgroups.probe(tmp_path / "none", tmp_path / "self-cgroup", tmp_path / "mounts")
+    cpu, memory, pids, devices = cgroups.create(found, "a1", cgroups.Limits(1500, 512, 100))
+
+    assert (found.version, cpu) == (1, tmp_path / "cpu" / "agent.slice" / "run-a1")
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (memory / "memory.limit_in_bytes").read_text() == str(512 * 1024 * 1024)
+    assert (pids / "pids.max").read_text() == "100"
+    assert devices.is_dir()
 
 
 def test_without_controllers_there_are_no_limits_and_the_note_says_why(mount: Path) -> None:
@@ -43,19 +63,25 @@ def test_without_controllers_there_are_no_limits_and_the_note_says_why(mount: Pa
     assert "not delegated" in found.note
 
 
-def test_cgroup_v1_means_no_limits(tmp_path: Path) -> None:
-    found = cgroups.probe(tmp_path, tmp_path / "self-cgroup")
+def test_neither_v2_nor_a_whole_v1_means_no_limits(tmp_path: Path) -> None:
+    (tmp_path / "self-cgroup").write_text("4:memory:/\n0::/\n")
+    (tmp_path / "mounts").write_text(f"cgroup {tmp_path} cgroup rw,memory 0 0\n")
+
+    found = cgroups.probe(tmp_path, tmp_path / "self-cgroup", tmp_path / "mounts")
 
     assert (found.available, found.note) == (
-        False, f"no cgroup v2 hierarchy at {tmp_path} (v1 or hybrid): no limits",
+        False, "no cgroup v2, and cgroup v1 lacks ['cpu', 'pids', 'devices']: no limits",
     )  # fmt: skip
 
 
 def test_an_oom_kill_is_read_from_memory_events(tmp_path: Path) -> None:
     (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
-    assert cgroups.oom_killed(tmp_path)
+    assert cgroups.oom_killed([tmp_path])
     (tmp_path / "memory.events").write_text("low 0\noom 0\noom_kill 0\n")
-    assert not cgroups.oom_killed(tmp_path)
+    assert not cgroups.oom_killed([tmp_path])
+    (tmp_path / "memory.events").unlink()
+    (tmp_path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert cgroups.oom_killed([tmp_path])  # v1
 
 
 def test_unlimited_is_max() -> None:

@@ -54,6 +54,8 @@ class FakeNvml:
             nvmlDeviceGetHandleByIndex=self.handle,
             nvmlDeviceGetUUID=lambda h: h.uuid.encode(),  # bytes, as older bindings answer
             nvmlDeviceGetName=lambda h: "NVIDIA H100 80GB HBM3",
+            # /dev/nvidia<minor>: the minor need not be the index (here it runs backwards)
+            nvmlDeviceGetMinorNumber=lambda h: len(self.devices) - 1 - self.devices.index(h),
             nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=80 * GIB, used=h.used),
             nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=h.utilization),
             nvmlDeviceGetTotalEccErrors=self.ecc,
@@ -87,6 +89,10 @@ def nvml(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
     fake = FakeNvml([FakeDevice(f"GPU-{i}") for i in range(4)])
     monkeypatch.setitem(sys.modules, "pynvml", fake.module())
     return fake
+
+
+def test_a_gpus_device_file_is_named_by_its_minor_number_not_its_index(nvml: FakeNvml) -> None:
+    assert NvmlGpus().device_files() == {i: f"/dev/nvidia{3 - i}" for i in range(4)}
 
 
 def test_nvml_gpus_are_reported_with_their_usage(nvml: FakeNvml) -> None:

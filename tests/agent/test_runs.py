@@ -48,7 +48,6 @@ def test_a_run_sees_its_gpus_and_its_exit_code_is_reported(
         "started", 1, "exited", 2,
     )  # fmt: skip
     assert started["pid"] > 0
-    assert started["cgroups"]["applied"] is False
     assert (exited["exit_code"], exited["signal"], exited["oom"]) == (3, None, False)
     assert plane.output("a1") == (
         b"cuda=2,3 nv=2,3 order=PCI_BUS_ID indices=2,3 rank=1 secret=15\n"

@@ -17,7 +17,7 @@ from agent.runtimes import shim_argv
 def run_shim(tmp_path: Path, command: list[str]) -> tuple[dict[str, object], Path]:
     ready = tmp_path / "ready.json"
     status = tmp_path / "status.json"
-    argv = shim_argv(status_file=status, ready_file=ready, cgroup="", command=command)
+    argv = shim_argv(status_file=status, ready_file=ready, command=command)
     subprocess.run(argv, check=False, timeout=10, capture_output=True)
     return json.loads(status.read_text()), ready
 
@@ -49,7 +49,7 @@ def test_a_command_that_cannot_start_is_an_error_not_an_exit(tmp_path: Path) -> 
 def test_the_shim_outlives_sigterm_to_record_the_commands_end(tmp_path: Path) -> None:
     status = tmp_path / "status.json"
     ready = tmp_path / "ready.json"
-    argv = shim_argv(status_file=status, ready_file=ready, cgroup="", command=["sleep", "30"])
+    argv = shim_argv(status_file=status, ready_file=ready, command=["sleep", "30"])
     shim = subprocess.Popen(argv, start_new_session=True)
     deadline = time.monotonic() + 5
     while not ready.exists() and time.monotonic() < deadline:

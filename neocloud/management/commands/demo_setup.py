@@ -105,6 +105,7 @@ class Command(BaseCommand):
         )
         token_file = settings.VAR_DIR / AGENT_TOKEN_FILE
         token_file.touch(mode=0o600)
+        token_file.chmod(0o600)  # the agent refuses a token others can read
         token_file.write_text(token + "\n")
         ready = Node.objects.filter(state=NodeState.READY).count()
         self.stdout.write(f"fleet:             {ready} of {Node.objects.count()} nodes ready")
