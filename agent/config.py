@@ -31,6 +31,7 @@ class Config:
     log_level: str
     container_global_args: tuple[str, ...] = ()
     container_run_args: tuple[str, ...] = ()
+    fence_after_s: float = 0.0
 
 
 # flag, variable, type, default, help
@@ -48,6 +49,14 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
     ("--log-max-bytes", "NEOCLOUD_LOG_MAX_BYTES", int, 64 * 1024 * 1024, "per-run log cap"),
     ("--stop-grace-s", "NEOCLOUD_STOP_GRACE_S", float, 10.0, "grace when an assignment has none"),
     ("--log-level", "NEOCLOUD_LOG_LEVEL", str, "INFO", "the agent's own log level"),
+    (
+        "--fence-after-s",
+        "NEOCLOUD_FENCE_AFTER_S",
+        float,
+        0.0,
+        "stop every run after this long without a heartbeat answered (0: never); below the"
+        " control plane's HEARTBEAT_TIMEOUT_S, so that no run goes on once requeued",
+    ),
     (
         "--container-global-args",
         "NEOCLOUD_CONTAINER_GLOBAL_ARGS",
@@ -113,6 +122,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         parser.error("--poll-wait-s must be within 0-60")
     if args.heartbeat_s <= 0 or args.log_max_bytes < 0 or args.stop_grace_s < 0:
         parser.error("--heartbeat-s must be > 0, --log-max-bytes and --stop-grace-s >= 0")
+    if args.fence_after_s < 0:
+        parser.error("--fence-after-s must be >= 0 (0: never)")
     return Config(
         url=args.url,
         node_id=args.node_id,
@@ -129,4 +140,5 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         log_level=args.log_level.upper(),
         container_global_args=tuple(shlex.split(args.container_global_args)),
         container_run_args=tuple(shlex.split(args.container_run_args)),
+        fence_after_s=args.fence_after_s,
     )
