@@ -46,6 +46,8 @@ class Config:
         except ValueError:
             return ""
 
+    fence_after_s: float = 0.0
+
 
 # flag, variable, type, default, help
 _OPTIONS: list[tuple[str, str, type, object, str]] = [
@@ -84,6 +86,14 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
         "host ports runs may publish, FIRST-LAST, on the advertised address",
     ),
     ("--pids-max", "NEOCLOUD_PIDS_MAX", int, 4096, "processes and threads a run may have"),
+    (
+        "--fence-after-s",
+        "NEOCLOUD_FENCE_AFTER_S",
+        float,
+        0.0,
+        "stop every run after this long without a heartbeat answered (0: never); below the"
+        " control plane's HEARTBEAT_TIMEOUT_S, so that no run goes on once requeued",
+    ),
     (
         "--container-global-args",
         "NEOCLOUD_CONTAINER_GLOBAL_ARGS",
@@ -168,6 +178,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     port_range = _span(args.port_range, "--port-range", 1024, parser)
     if port_range.stop > 65536:
         parser.error(f"--port-range must end at 65535 at most, not {args.port_range!r}")
+    if args.fence_after_s < 0:
+        parser.error("--fence-after-s must be >= 0 (0: never)")
     return Config(
         url=args.url,
         node_id=args.node_id,
@@ -188,4 +200,5 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         port_range=port_range,
         pids_max=args.pids_max,
         fake_gpu_device_files=args.fake_gpu_device_files,
+        fence_after_s=args.fence_after_s,
     )

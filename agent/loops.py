@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, logs, processes, users
+from agent import VERSION, cgroups, fencing, logs, processes, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -102,6 +102,7 @@ class Agent:
         self._link = threading.Lock()
         self._refused_at = 0.0
         self._seen_alive: set[str] = set()  # runs the watcher saw alive in this process
+        self.fence = fencing.Fence(config.fence_after_s)
 
     # -- the link to the control plane ---------------------------------------------------
 
@@ -181,6 +182,8 @@ class Agent:
         backoff = Backoff()
         while not self.stopping.is_set():
             self._guarded(backoff, self._heartbeat)
+            if self.fence.due():
+                self._fence()
             self.stopping.wait(self.config.heartbeat_s)
 
     def _heartbeat(self) -> None:
@@ -190,6 +193,7 @@ class Agent:
             log.error("heartbeat refused: %s", error)
             return
         self.accepting = bool(answer.get("accepting_work", True))
+        self.fence.heard()
         mismatch = str(answer.get("mismatch") or "")
         if mismatch != self._mismatch:
             if mismatch:
@@ -276,6 +280,13 @@ class Agent:
                     break
                 self._start(assignment)
         return plan
+
+    def _fence(self) -> None:
+        """Self-fencing (``agent.fencing``): stop every run; start nothing until heard."""
+        with self.state.lock:
+            self.accepting = False
+            for record in fencing.to_stop(self.state.records()):
+                self._stop(record)
 
     def _stop(self, record: RunRecord) -> None:
         record.stop_requested_at = time.time()

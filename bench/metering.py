@@ -61,7 +61,8 @@ WITH grants AS (
       FROM events_event WHERE type = %(granted)s
 ), releases AS (
     SELECT DISTINCT ON (data->>'allocation_id') data->>'allocation_id' AS allocation,
-           (EXTRACT(EPOCH FROM COALESCE((data->>'released_at')::timestamptz, recorded_at))
+           (EXTRACT(EPOCH FROM COALESCE((data->>'ended_at')::timestamptz,
+                                        (data->>'released_at')::timestamptz, recorded_at))
             * 1000000)::bigint AS r
       FROM events_event
      WHERE type IN (%(released)s, %(preempted)s)

@@ -112,7 +112,8 @@ def timelines(
             if type_name == sev.WorkloadRunning.event_type:
                 run.running_at = _at(data["started_at"])
             elif type_name == sev.AllocationReleased.event_type:
-                run.released_at = _at(data["released_at"])
+                # As metering: a failed node's run ended at its last heartbeat (``ended_at``).
+                run.released_at = _at(data.get("ended_at") or data["released_at"])
                 run.reason = str(data["reason"])
                 run.requeued = data["status"] == "pending"
             elif type_name == sev.WorkloadPreempted.event_type and run.released_at is None:

@@ -2,14 +2,17 @@
 
 Provisioning steps such a node does not need are recorded as not needed, not faked;
 ``verify_gpus`` waits for the agent's first heartbeat (what it reports is the fleet's
-business). A run is its assignments (``services.assignments_create``); how it goes is read
-from what the agents reported; stopping needs no message: once the allocation is released,
-its assignments are listed as ``stop`` (``selectors.node_desired``).
+business) and, on a node back from a failure, for its agent to be heard from again and to
+have reported the runs the failure ended as ended. A run is its assignments
+(``services.assignments_create``); how it goes is read from what the agents reported;
+stopping needs no message: once the allocation is released, its assignments are listed as
+``stop`` (``selectors.node_desired``).
 """
 
 from __future__ import annotations
 
 from execution import selectors, services
+from inventory import selectors as inventory
 from inventory.drivers import NodeSpec, ProvisioningDriver, RunState, StepFailed, WorkloadRun
 from inventory.drivers.base import StepDetails
 from inventory.models import Node
@@ -31,11 +34,28 @@ class AgentDriver(ProvisioningDriver):
 
     def verify_gpus(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         """The agent has reported in (its GPUs are checked against the fleet's by the
-        heartbeat itself)."""
-        heard = Node.objects.filter(pk=node.node_id).values_list("last_heartbeat_at", flat=True)
-        last = heard.first()
+        heartbeat itself). A node back from a failure is not ready again (so gets no new
+        work) until its agent is heard from since, and has reported the runs its failure
+        ended as ended: until then they may still run there, on GPUs the scheduler would
+        give to others."""
+        row = Node.objects.get(pk=node.node_id)
+        last = row.last_heartbeat_at
         if last is None:
             raise StepFailed(f"no heartbeat from the agent of {node.name} yet", retryable=True)
+        failed_at = inventory.node_failed_at(row.pk)
+        if failed_at is not None and last <= failed_at:
+            raise StepFailed(
+                f"no heartbeat from the agent of {node.name} since it failed"
+                f" ({failed_at.isoformat()})",
+                retryable=True,
+            )
+        left = selectors.node_runs_left(row)
+        if left:
+            raise StepFailed(
+                f"the agent of {node.name} has not reported the end of {len(left)} run"
+                f"{'s' if len(left) > 1 else ''}: {', '.join(str(a.pk) for a in left[:10])}",
+                retryable=True,
+            )
         return {"agent_heartbeat_at": last.isoformat(), "gpus_expected": node.gpu_count}
 
     def connect_network(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:

@@ -51,6 +51,12 @@ def node_desired(node: Node) -> list[tuple[Assignment, str]]:
     return [(a, RUN if a.runs_on_it and a.live else STOP) for a in rows]
 
 
+def node_runs_left(node: Node) -> list[Assignment]:
+    """The node's runs the control plane ended (its failure, a cancel) that its agent has
+    reported started and not yet ended: they may still hold its GPUs."""
+    return [a for a, state in node_desired(node) if state == STOP]
+
+
 def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
     """The listing's version: a digest of its (id, desired) pairs."""
     text = ";".join(f"{a.pk}={state}" for a, state in desired)

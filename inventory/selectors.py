@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
+from events import store
+from inventory import events as ev
 from inventory.lifecycle import SCHEDULABLE, NodeState
 from inventory.models import Cluster, Gpu, Node
 
@@ -26,6 +29,18 @@ def nodes_in_service() -> QuerySet[Node]:
 def nodes_with_capacity() -> QuerySet[Node]:
     """Nodes whose GPUs count as capacity now: neither retired nor failed (``LOST``)."""
     return Node.objects.exclude(state__in=LOST)
+
+
+def node_failed_at(node_id: uuid.UUID) -> datetime | None:
+    """When the node last became failed (its row keeps only its latest state change), or
+    None if it never did."""
+    failed = [
+        event.recorded_at
+        for event in store.read_stream(ev.NODE_STREAM, str(node_id))
+        if event.type == ev.NodeStateChanged.event_type
+        and event.data["to_state"] == NodeState.FAILED
+    ]
+    return failed[-1] if failed else None
 
 
 def cluster_ids() -> list[uuid.UUID]:

@@ -2,10 +2,10 @@
 
 ``Usage`` is asynchronous (a consumer with its checkpoint, run by ``events consume``, the
 demo's threads and ``replay``): a grant opens an ``OpenAllocation``; the first release of it in
-log order (``AllocationReleased.released_at``, or a ``WorkloadPreempted``'s ``recorded_at``)
-closes it into ``UsageSlice`` rows, one per UTC day; later releases of the same allocation
-find nothing open and change nothing. Every figure comes from the events alone, so a replay
-equals the live tables.
+log order (``AllocationReleased.ended_at`` where set, else its ``released_at``, or a
+``WorkloadPreempted``'s ``recorded_at``) closes it into ``UsageSlice`` rows, one per UTC
+day; later releases of the same allocation find nothing open and change nothing. Every
+figure comes from the events alone, so a replay equals the live tables.
 """
 
 from __future__ import annotations
@@ -171,7 +171,8 @@ class _Fold:
             if allocation is None:
                 return  # released before: the first release wins
             self.closed_stored.append(allocation_id)
-        released = event.data.get("released_at")
+        # A failed node's run ended at its last heartbeat (``ended_at``), before its release.
+        released = event.data.get("ended_at") or event.data.get("released_at")
         released_us = to_us(datetime.fromisoformat(released) if released else event.recorded_at)
         milli, granted_at = allocation[8], allocation[9]
         granted_us = to_us(granted_at)

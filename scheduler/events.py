@@ -175,7 +175,9 @@ class WorkloadEndpointsReported(DomainEvent):
 @event_type("scheduler.AllocationReleased")
 class AllocationReleased(DomainEvent):
     """An allocation ended. ``status`` is what the workload becomes: ``pending`` when it is
-    requeued (retried, restarted, its node failed), else final."""
+    requeued (retried, restarted, its node failed), else final. ``ended_at``, when set, is
+    when the run stopped being of use, before the release: a failed node's last heartbeat
+    (its failure is only detected later). Usage is metered to it."""
 
     allocation_id: UUID
     cluster_id: UUID
@@ -183,6 +185,7 @@ class AllocationReleased(DomainEvent):
     message: str
     status: str
     released_at: datetime
+    ended_at: datetime | None = None
 
 
 @event_type("scheduler.WorkloadCancelled")

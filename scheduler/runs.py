@@ -273,7 +273,9 @@ def runs_reconcile() -> tuple[list[tuple[uuid.UUID, uuid.UUID]], list[tuple[uuid
 
 def node_failed(node: Node, reason: str) -> int:
     """Release every allocation on a failed node; its workloads are requeued or failed by
-    their policy. Runs inside the transaction that failed the node."""
+    their policy. Runs inside the transaction that failed the node. Its runs ended, for
+    usage, at its last heartbeat: nothing since says they ran (a node never heard from has
+    none, and is metered to the release)."""
     ended = 0
     live = Allocation.objects.filter(cluster_id=node.cluster_id, released_at__isnull=True)
     for allocation in live:
@@ -286,6 +288,7 @@ def node_failed(node: Node, reason: str) -> int:
                 workload=workload,
                 reason="node_failure",
                 message=f"node {node.name} failed: {reason}"[:300],
+                ended_at=node.last_heartbeat_at,
             )
             ended += 1
     return ended

@@ -100,13 +100,26 @@ def runs_started(*, actor: Actor, runs: Sequence[tuple[Workload, dict[str, str]]
     return now
 
 
-def run_ended(*, actor: Actor, workload: Workload, reason: str, message: str) -> str:
+def run_ended(
+    *,
+    actor: Actor,
+    workload: Workload,
+    reason: str,
+    message: str,
+    ended_at: datetime | None = None,
+) -> str:
     """Release the run's GPUs; the workload is requeued or ends as its policy says.
-    Returns the status it is left in."""
-    return runs_ended(actor=actor, runs=[(workload, reason, message)])[0]
+    ``ended_at``: when the run ended, if before now (a failed node's last heartbeat): it
+    is metered to then. Returns the status it is left in."""
+    return runs_ended(actor=actor, runs=[(workload, reason, message)], ended_at=ended_at)[0]
 
 
-def runs_ended(*, actor: Actor, runs: Sequence[tuple[Workload, str, str]]) -> list[str]:
+def runs_ended(
+    *,
+    actor: Actor,
+    runs: Sequence[tuple[Workload, str, str]],
+    ended_at: datetime | None = None,
+) -> list[str]:
     """``run_ended`` for a batch of runs, their releases in one append; a cycle of each
     cluster and a drain check of their nodes once it commits. Returns the statuses."""
     statuses = [_after_run(workload, reason) for workload, reason, _ in runs]
@@ -114,7 +127,7 @@ def runs_ended(*, actor: Actor, runs: Sequence[tuple[Workload, str, str]]) -> li
     append_workloads(
         actor,
         [
-            (workload, [released(workload, reason, message, status)])
+            (workload, [released(workload, reason, message, status, ended_at=ended_at)])
             for (workload, reason, message), status in zip(runs, statuses, strict=True)
         ],
     )

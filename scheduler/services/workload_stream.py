@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -66,15 +67,25 @@ def append_workloads(
     )
 
 
-def released(workload: Workload, reason: str, message: str, status: str) -> ev.AllocationReleased:
-    """The release of the GPUs the workload holds, leaving it in ``status``."""
+def released(
+    workload: Workload,
+    reason: str,
+    message: str,
+    status: str,
+    *,
+    ended_at: datetime | None = None,
+) -> ev.AllocationReleased:
+    """The release of the GPUs the workload holds, leaving it in ``status``; ``ended_at``:
+    when the run ended before that (never after the release)."""
+    now = timezone.now()
     return ev.AllocationReleased(
         allocation_id=held_allocation(workload),
         cluster_id=workload.cluster_id,
         reason=reason,
         message=message,
         status=status,
-        released_at=timezone.now(),
+        released_at=now,
+        ended_at=None if ended_at is None else min(ended_at, now),
     )
 
 

@@ -27,6 +27,7 @@ def test_every_flag_can_come_from_the_environment() -> None:
             "NEOCLOUD_POLL_WAIT_S": "30",
             "NEOCLOUD_LOG_MAX_BYTES": "1024",
             "NEOCLOUD_STOP_GRACE_S": "3",
+            "NEOCLOUD_FENCE_AFTER_S": "60",
         },
     )
 
@@ -37,7 +38,7 @@ def test_every_flag_can_come_from_the_environment() -> None:
     assert (config.advertise_address, config.heartbeat_s, config.poll_wait_s) == (
         "10.0.0.5", 2.5, 30,
     )  # fmt: skip
-    assert (config.log_max_bytes, config.stop_grace_s) == (1024, 3.0)
+    assert (config.log_max_bytes, config.stop_grace_s, config.fence_after_s) == (1024, 3.0, 60.0)
 
 
 def test_a_flag_wins_over_its_variable() -> None:
@@ -45,6 +46,7 @@ def test_a_flag_wins_over_its_variable() -> None:
 
     assert config.runtime == "docker"
     assert (config.fake_gpus, config.poll_wait_s, config.heartbeat_s) == (None, 20, 5.0)
+    assert config.fence_after_s == 0  # off: runs go on through a partition
 
 
 @pytest.mark.parametrize(
@@ -56,8 +58,9 @@ def test_a_flag_wins_over_its_variable() -> None:
         ([*REQUIRED, "--poll-wait-s", "61"], {}),
         (REQUIRED, {"NEOCLOUD_HEARTBEAT_S": "often"}),
         (["--url", "file:///x", *REQUIRED[2:]], {}),
+        ([*REQUIRED, "--fence-after-s", "-1"], {}),
     ],
-    ids=["nothing", "runtime", "fake-without-model", "wait", "bad-variable", "scheme"],
+    ids=["nothing", "runtime", "fake-without-model", "wait", "bad-variable", "scheme", "fence"],
 )
 def test_a_bad_configuration_exits_with_a_usage_error(
     argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str]

@@ -60,8 +60,11 @@ class History(SchedulingLog):
         at: datetime,
         reason: str = "succeeded",
         status: str = "succeeded",
+        ended_at: datetime | None = None,
     ) -> None:
-        super().release(workload_id, allocation_id, at, reason=reason, status=status)
+        super().release(
+            workload_id, allocation_id, at, reason=reason, status=status, ended_at=ended_at
+        )
 
     def run(self, start: datetime, end: datetime, **submit: Any) -> uuid.UUID:
         """A workload granted at ``start``, running at once, done at ``end``; its allocation."""

@@ -309,6 +309,34 @@ def test_sla_breaches_become_credits_on_the_next_invoice(
     assert february.total_minor == 0
 
 
+def test_an_sla_downtime_starts_at_the_failed_nodes_last_heartbeat(
+    customer: commerce_builders.Customer, history: History
+) -> None:
+    SlaDefinition.objects.create(
+        offering="1xh100",
+        availability_percent=Decimal("99.9"),
+        availability_credit_percent=Decimal("10"),
+    )
+    service = history.submit(at(10), name="chat")
+    first = history.grant(service, at(10))
+    history.running(service, first, at(10))
+    # Its node's last heartbeat came 105 s before the failure was detected and released it.
+    silent = at(20) - timedelta(seconds=105)
+    history.release(
+        service, first, at(20), reason="node_failure", status="pending", ended_at=silent
+    )
+    second = history.grant(service, at(20, 1))
+    history.running(service, second, at(20, 1))
+    history.release(service, second, at(31), reason="cancelled", status="cancelled")
+    history.run(at(2, month=2), at(2, 4, month=2))  # February's usage: its invoice
+
+    close()
+    close(FEB)
+
+    (credit,) = only_invoice(customer, "2025-02").lines.filter(kind="sla_credit")
+    assert "down 3705 s after node failures" in credit.description
+
+
 # --- API -------------------------------------------------------------------------------------
 
 

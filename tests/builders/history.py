@@ -158,8 +158,10 @@ class SchedulingLog:
         *,
         reason: str = "succeeded",
         status: str = "pending",
+        ended_at: datetime | None = None,
     ) -> None:
-        """A run's end, appended at ``at``, saying it ended at ``released_at`` (``at``)."""
+        """A run's end, appended at ``at``, saying it was released at ``released_at``
+        (``at``) and ended at ``ended_at`` (a failed node's last heartbeat) when given."""
         self._append(
             ev.WORKLOAD_STREAM,
             workload_id,
@@ -170,6 +172,7 @@ class SchedulingLog:
                 message="",
                 status=status,
                 released_at=released_at or at,
+                ended_at=ended_at,
             ),
             at,
         )
