@@ -21,8 +21,7 @@ from agent import devices
 from agent.devices import Device
 
 MOUNT = Path("/sys/fs/cgroup")
-_NEEDED = ("cpu", "memory")
-_OPTIONAL = ("pids",)
+_V2 = ("cpu", "memory", "pids")
 _V1 = ("cpu", "memory", "pids", "devices")
 _PERIOD_US = 100_000
 
@@ -43,6 +42,7 @@ class Cgroups:
     parents: tuple[Path, ...]
     note: str
     version: int = 0  # 2, 1, or 0 for none
+    controllers: tuple[str, ...] = ()  # what the run cgroups limit
 
     @property
     def available(self) -> bool:
@@ -75,6 +75,8 @@ def probe(
 
 
 def _probe_v2(mount: Path, own: dict[str, str]) -> Cgroups:
+    """Whatever of cpu, memory and pids is delegated; even with none, a run's cgroup still
+    fences the other GPUs' device files (BPF needs no controller)."""
     if "" not in own:
         return Cgroups((), "the agent is in no cgroup v2 group")
     parent = mount / own[""].lstrip("/")
@@ -82,15 +84,16 @@ def _probe_v2(mount: Path, own: dict[str, str]) -> Cgroups:
         available = (parent / "cgroup.controllers").read_text().split()
     except OSError as error:
         return Cgroups((), f"cannot read {parent}/cgroup.controllers: {error}")
-    missing = [name for name in _NEEDED if name not in available]
-    if missing:
-        return Cgroups((), f"controllers {missing} not delegated to {parent}: no limits")
-    wanted = [*_NEEDED, *(name for name in _OPTIONAL if name in available)]
+    wanted = [name for name in _V2 if name in available]
+    missing = [name for name in _V2 if name not in available]
     try:
         _enable_controllers(parent, wanted)
     except OSError as error:
         return Cgroups((), f"cgroup {parent} not writable by the agent ({error}): no limits")
-    return Cgroups((parent,), f"cgroup v2 under {parent} ({' '.join(wanted)})", version=2)
+    note = f"cgroup v2 under {parent} ({' '.join(wanted) or 'no controllers'})"
+    if missing:
+        note += f"; not delegated, so not limited: {' '.join(missing)}"
+    return Cgroups((parent,), note, version=2, controllers=tuple(wanted))
 
 
 def _v1_mounts(proc_mounts: Path) -> dict[str, Path]:
@@ -116,10 +119,12 @@ def _probe_v1(proc_mounts: Path, own: dict[str, str]) -> Cgroups:
     unwritable = [str(path) for path in parents if not os.access(path, os.W_OK)]
     if unwritable:
         return Cgroups((), f"cgroup v1 {unwritable} not writable by the agent: no limits")
-    return Cgroups(parents, f"cgroup v1 ({' '.join(_V1)})", version=1)
+    return Cgroups(parents, f"cgroup v1 ({' '.join(_V1)})", version=1, controllers=_V1)
 
 
 def _enable_controllers(parent: Path, wanted: list[str]) -> None:
+    if not wanted:
+        return
     control = parent / "cgroup.subtree_control"
     enabled = control.read_text().split()
     if all(name in enabled for name in wanted):
@@ -159,12 +164,14 @@ def create(cgroups: Cgroups, assignment_id: str, limits: Limits) -> list[Path]:
         path.mkdir(exist_ok=True)
     if cgroups.version == 2:
         (path,) = paths
-        (path / "cpu.max").write_text(cpu_max(limits.cpu_milli))
-        (path / "memory.max").write_text(memory_max(limits.memory_mib))
-        if limits.memory_mib > 0:
-            _write_if_there(path / "memory.swap.max", "0")  # a limit that swaps is no limit
-        if limits.pids_max > 0:
-            _write_if_there(path / "pids.max", str(limits.pids_max))
+        if "cpu" in cgroups.controllers:
+            (path / "cpu.max").write_text(cpu_max(limits.cpu_milli))
+        if "memory" in cgroups.controllers:
+            (path / "memory.max").write_text(memory_max(limits.memory_mib))
+            if limits.memory_mib > 0:
+                _write_if_there(path / "memory.swap.max", "0")  # a limit that swaps is none
+        if "pids" in cgroups.controllers and limits.pids_max > 0:
+            (path / "pids.max").write_text(str(limits.pids_max))
         return paths
     cpu, memory, pids, _ = paths
     if limits.cpu_milli > 0:

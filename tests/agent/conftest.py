@@ -25,7 +25,10 @@ MODEL = "NVIDIA A100-SXM4-80GB"
 class AgentProcess:
     """``python -m agent.cli`` with fast intervals and four fake GPUs."""
 
-    def __init__(self, plane: FakeControlPlane, tmp: Path, *extra: str) -> None:
+    def __init__(
+        self, plane: FakeControlPlane, tmp: Path, *extra: str, real_gpus: bool = False
+    ) -> None:
+        self.gpus = [] if real_gpus else ["--fake-gpus", "4", "--gpu-model", MODEL]
         self.plane = plane
         self.state_dir = searchable(tmp) / "state"
         self.token_file = tmp / "token"
@@ -41,7 +44,7 @@ class AgentProcess:
             sys.executable, "-m", "agent.cli",
             "--url", self.plane.url, "--node-id", NODE_ID,
             "--token-file", str(self.token_file), "--state-dir", str(self.state_dir),
-            "--fake-gpus", "4", "--gpu-model", MODEL, "--advertise-address", "127.0.0.1",
+            *self.gpus, "--advertise-address", "127.0.0.1",
             "--heartbeat-s", "0.3", "--poll-wait-s", "1", "--log-level", "DEBUG",
             *self.extra,
         ]  # fmt: skip
@@ -93,8 +96,8 @@ def agents(plane: FakeControlPlane, tmp_path: Path) -> Iterator[list[AgentProces
 def start_agent(
     plane: FakeControlPlane, tmp_path: Path, agents: list[AgentProcess]
 ) -> Callable[..., AgentProcess]:
-    def start(*extra: str) -> AgentProcess:
-        agent = AgentProcess(plane, tmp_path, *extra).start()
+    def start(*extra: str, real_gpus: bool = False) -> AgentProcess:
+        agent = AgentProcess(plane, tmp_path, *extra, real_gpus=real_gpus).start()
         agents.append(agent)
         return agent
 

@@ -53,14 +53,15 @@ def test_cgroup_v1_gets_one_run_cgroup_per_controller(tmp_path: Path) -> None:
     assert devices.is_dir()
 
 
-def test_without_controllers_there_are_no_limits_and_the_note_says_why(mount: Path) -> None:
+def test_controllers_not_delegated_are_not_limited_and_the_note_says_so(mount: Path) -> None:
     agent = mount / "system.slice" / "neocloud-agent.service"
     (agent / "cgroup.controllers").write_text("pids\n")
 
     found = cgroups.probe(mount, mount.parent / "self-cgroup")
 
-    assert not found.available
-    assert "not delegated" in found.note
+    assert found.available  # still a cgroup per run: the GPU device fence needs no controller
+    assert found.controllers == ("pids",)
+    assert found.note.endswith("not delegated, so not limited: cpu memory")
 
 
 def test_neither_v2_nor_a_whole_v1_means_no_limits(tmp_path: Path) -> None:

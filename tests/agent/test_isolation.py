@@ -35,6 +35,9 @@ pytestmark = [
 has_cgroups = pytest.mark.skipif(
     not cgroups.probe().available, reason=f"no cgroups for runs: {cgroups.probe().note}"
 )
+limits_memory = pytest.mark.skipif(
+    "memory" not in cgroups.probe().controllers, reason=f"no memory limit: {cgroups.probe().note}"
+)
 
 
 def probe(
@@ -156,7 +159,7 @@ def test_a_fork_bomb_in_b_is_contained_to_b(
     assert plane.reports("c", "exited")[0]["exit_code"] == 0  # another run still forks
 
 
-@has_cgroups
+@limits_memory
 def test_a_memory_hog_in_b_is_killed_alone_and_reported_out_of_memory(
     plane: FakeControlPlane, tenant_a: dict[str, Any]
 ) -> None:
