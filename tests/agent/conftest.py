@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,3 +103,27 @@ def start_agent(
         return agent
 
     return start
+
+
+@pytest.fixture
+def preload(tmp_path: Path) -> tuple[Path, Path]:
+    """A shared library whose constructor writes ``hit-<uid>`` into a folder anyone may write:
+    set as a run's LD_PRELOAD, it shows which processes loaded it, as whom (root: the host)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the LD_PRELOAD library")
+    hits = searchable(tmp_path) / "hits"
+    hits.mkdir()
+    hits.chmod(0o1777)
+    source = tmp_path / "hit.c"
+    source.write_text(
+        "#include <stdio.h>\n#include <unistd.h>\n"
+        "__attribute__((constructor)) static void hit(void) {\n"
+        f'  char path[4096]; snprintf(path, sizeof path, "{hits}/hit-%d", (int)getuid());\n'
+        '  FILE *file = fopen(path, "a"); if (file) { fprintf(file, "%d\\n", (int)getpid());'
+        " fclose(file); }\n}\n"
+    )
+    library = tmp_path / "hit.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    library.chmod(0o755)
+    return library, hits

@@ -192,6 +192,19 @@ def test_what_a_run_leaves_behind_is_cleared_before_its_uid_goes_to_another(
     assert int(plane.output("b")) == uid == 4099990  # free again, and handed out again
 
 
+def test_a_runs_ld_preload_reaches_its_command_and_no_host_process(
+    plane: FakeControlPlane, start_agent: StartAgent, preload: tuple[Path, Path]
+) -> None:
+    library, hits = preload
+    plane.assign("a", argv=["sh", "-c", "id -u"], env={"LD_PRELOAD": str(library)})
+    start_agent()
+    plane.wait_for(lambda: plane.ended("a"), timeout=30)
+    uid = int(plane.output("a").decode().split()[-1])
+
+    assert uid != 0
+    assert sorted(path.name for path in hits.iterdir()) == [f"hit-{uid}"]  # the run's, not root's
+
+
 def test_the_state_directory_is_closed_to_runs(
     plane: FakeControlPlane, tenant_a: dict[str, Any]
 ) -> None:

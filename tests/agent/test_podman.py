@@ -103,3 +103,27 @@ def test_a_container_run_gets_its_gpu_variables_and_env_by_name_and_reports_its_
     assert (exited["kind"], exited["exit_code"]) == ("exited", 7)
     assert plane.output("c1") == b"in-container cuda=1 secret=16\n"
     assert "container-s3cret" not in agent.log()
+
+
+def test_a_runs_ld_preload_reaches_its_container_and_no_host_process(
+    plane: FakeControlPlane,
+    start_agent: Callable[..., AgentProcess],
+    podman_image: str,
+    preload: tuple[Path, Path],
+) -> None:
+    library, hits = preload
+    plane.assign(
+        "c1",
+        image=IMAGE,
+        argv=["/bin/sh", "-c", 'echo "preload=$LD_PRELOAD"'],
+        env={"LD_PRELOAD": str(library), "CONTAINERS_CONF": "/nonexistent.conf"},
+    )
+    start_agent(
+        "--runtime", "podman", "--container-global-args", podman_image,
+        "--container-run-args", RUN_ARGS,
+    )  # fmt: skip
+    plane.wait_for(lambda: plane.ended("c1"), timeout=120)
+
+    assert plane.reports("c1", "exited")[0]["exit_code"] == 0  # CONTAINERS_CONF ignored too
+    assert f"preload={library}" in plane.output("c1").decode()
+    assert list(hits.iterdir()) == []  # neither the shim nor podman (root) loaded it
