@@ -1,7 +1,10 @@
 """Log lines: structlog renders every record, from structlog and stdlib ``logging`` alike
 (Django, Celery, the project), as JSON lines on stdout in production and readable coloured
 lines in the embedded default. Each line carries what is bound in the context (the
-correlation id of the request or task, see ``neocloud.core.correlation``)."""
+correlation id of the request or task, see ``neocloud.core.correlation``).
+
+A traceback names each frame's file, line and function, never its local variables: the frames
+of a failing request hold its API key, node token, password or secret values."""
 
 from __future__ import annotations
 
@@ -21,18 +24,27 @@ SHARED: list[Processor] = [
 ]
 
 
+# structlog's defaults show locals: ``dict_tracebacks`` always, ConsoleRenderer when rich is
+# installed. The plain stdlib traceback has none, whatever is installed.
+structured_tracebacks = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
+
+
 def renderer(fmt: str) -> Processor:
     """``json``: one object a line, tracebacks as structured data; ``console``: for people."""
     if fmt == "json":
         return structlog.processors.JSONRenderer()
-    return structlog.dev.ConsoleRenderer(colors=False)
+    return structlog.dev.ConsoleRenderer(
+        colors=False, exception_formatter=structlog.dev.plain_traceback
+    )
 
 
 def formatter(fmt: str) -> structlog.stdlib.ProcessorFormatter:
     """The formatter of the stdout handler (``LOGGING``'s ``()`` factory)."""
     final: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if fmt == "json":
-        final.append(structlog.processors.dict_tracebacks)
+        final.append(structured_tracebacks)
     final.append(renderer(fmt))
     return structlog.stdlib.ProcessorFormatter(processors=final, foreign_pre_chain=SHARED)
 
