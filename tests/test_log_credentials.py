@@ -1,16 +1,19 @@
 """No credential in any log line: when a request that holds one fails (its database
 connection dropped, a step raising), the logged traceback names where it failed, not the
-values its frames held. Each failure is injected at one spot of a real request."""
+values its frames held. Each failure is injected at one spot of a real request. A token in a
+link's path (a password reset's, an invitation's) is logged as ``[redacted]``."""
 
 from __future__ import annotations
 
 import io
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from django.core import mail
 from django.db import OperationalError, connection
 from django.test import Client
 from pytest_django.fixtures import Settings
@@ -18,7 +21,7 @@ from pytest_django.fixtures import Settings
 from execution import selectors as execution
 from neocloud.core.logs import formatter
 from tenants import services as tenancy
-from tenants.models import Secret
+from tenants.models import Role, Secret
 from tests.builders import Builder, client_with_key, run
 from tests.execution.conftest import agents_of, customer_of, secret, submit
 from tests.scheduler.conftest import in_process, ready_fleet
@@ -39,12 +42,17 @@ def log_text(request: pytest.FixtureRequest) -> Iterator[io.StringIO]:
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setFormatter(formatter(request.param))
-    root = logging.getLogger()
+    root, requests = logging.getLogger(), logging.getLogger("neocloud.requests")
+    saved = root.level, requests.level
     root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    requests.setLevel(logging.INFO)  # quiet on the embedded default
     try:
         yield buffer
     finally:
         root.removeHandler(handler)
+        root.setLevel(saved[0])
+        requests.setLevel(saved[1])
 
 
 @contextmanager
@@ -160,3 +168,41 @@ def test_a_password_is_not_logged_when_signing_in_fails(
 
     assert response.status_code == 500
     assert_logged_without(log_text.getvalue(), PASSWORD)
+
+
+@pytest.mark.django_db
+def test_a_password_reset_links_token_is_not_logged(build: Builder, log_text: io.StringIO) -> None:
+    user = build.user("owner@acme.test")
+    client = Client()
+    client.post("/password-reset", {"email": user.email})
+    (message,) = mail.outbox
+    link = re.search(r"https?://[^/]+(/password-reset/([^/\s]+)/(\S+))", str(message.body))
+    assert link is not None
+    path, uid, token = link.groups()
+
+    opened = client.get(path)
+
+    assert opened.status_code == 302  # on to the form, the token kept in the session
+    assert f"/password-reset/{uid}/[redacted]" in log_text.getvalue()
+    assert token not in log_text.getvalue()
+
+
+@pytest.mark.django_db
+def test_an_invitation_links_token_is_not_logged(build: Builder, log_text: io.StringIO) -> None:
+    owner = build.user()
+    organization = build.organization("Acme", owner=owner)
+    _, token = run(
+        tenancy.invitation_create,
+        organization=organization,
+        email="new@acme.test",
+        role=Role.MEMBER,
+    )
+    client = Client()
+    client.force_login(build.user("someone-else@acme.test"))
+
+    refused = client.get(f"/invitations/{token}")
+
+    assert refused.status_code == 403  # Django logs it ("Forbidden: <path>") with the request
+    lines = log_text.getvalue()
+    assert "/invitations/[redacted]" in lines
+    assert token not in lines

@@ -4,14 +4,45 @@ lines in the embedded default. Each line carries what is bound in the context (t
 correlation id of the request or task, see ``neocloud.core.correlation``).
 
 A traceback names each frame's file, line and function, never its local variables: the frames
-of a failing request hold its API key, node token, password or secret values."""
+of a failing request hold its API key, node token, password or secret values. A credential in
+a URL's path (a password reset's or an invitation's token) is logged as ``[redacted]``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import structlog
-from structlog.typing import Processor
+from django.http import HttpRequest
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from neocloud.core.redaction import REDACTED, is_credential
+
+
+def request_path(request: HttpRequest) -> str:
+    """The request's path, each URL argument named like a credential (``token``) redacted."""
+    path = request.path
+    match = request.resolver_match
+    for name, value in (match.kwargs if match else {}).items():
+        if is_credential(name) and isinstance(value, str) and value:
+            path = path.replace(value, REDACTED)
+    return path
+
+
+def without_url_credentials(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """Django's own lines (``django.request``: "Forbidden: <path>", with the request as an
+    extra) name the request's path, in the message and in whatever copied it: each gets it
+    redacted, and the request is shown as method and redacted path (its repr holds the query
+    string too)."""
+    request = event_dict.get("request")
+    if not isinstance(request, HttpRequest):
+        return event_dict
+    shown = request_path(request)
+    for key, value in event_dict.items():
+        if isinstance(value, str):
+            event_dict[key] = value.replace(request.path, shown)
+    event_dict["request"] = f"{request.method} {shown}"
+    return event_dict
+
 
 # Applied to stdlib records (``foreign_pre_chain``) and to structlog's own before rendering.
 SHARED: list[Processor] = [
@@ -19,6 +50,7 @@ SHARED: list[Processor] = [
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
     structlog.stdlib.ExtraAdder(),
+    without_url_credentials,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
     structlog.processors.StackInfoRenderer(),
 ]
