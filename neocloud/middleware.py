@@ -12,6 +12,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 
 from neocloud.core.correlation import HEADER, correlation_bound, correlation_from
+from neocloud.core.logs import request_path
 
 logger = logging.getLogger("neocloud.requests")
 
@@ -32,7 +33,7 @@ class CorrelationMiddleware:
                 "request",
                 extra={
                     "method": request.method,
-                    "path": request.path,
+                    "path": request_path(request),
                     "status": response.status_code,
                     "duration_ms": round((time.monotonic() - started) * 1000, 1),
                 },

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery import signals
 from django.test import Client
 
 from events.models import Event
@@ -25,6 +26,7 @@ from tests.celery_worker import celery_worker, wait_until, worker_queue
 from tests.scheduler.conftest import ready_fleet
 
 REQUEST_ID = "req-7f3a-logs"
+TOKEN = "nc_0a1b2c3d4e5f_Zebra-Quartz-locals"
 
 
 def lines(text: str) -> list[dict[str, Any]]:
@@ -165,3 +167,50 @@ def test_one_id_finds_the_request_its_task_on_a_worker_and_their_events(
         ev.WorkloadSubmitted.event_type: REQUEST_ID,
         ev.AllocationGranted.event_type: REQUEST_ID,
     }
+
+
+def fails_holding(token: str) -> None:
+    raise RuntimeError("lost the connection")
+
+
+def traceback_logged(handler_formatter: logging.Formatter) -> str:
+    """A failure logged with its traceback while a frame holds ``TOKEN``, as rendered."""
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(handler_formatter)
+    logger = logging.getLogger("tests.tracebacks")
+    logger.addHandler(handler)
+    try:
+        fails_holding(TOKEN)
+    except RuntimeError:
+        logger.exception("request failed")
+    finally:
+        logger.removeHandler(handler)
+    return buffer.getvalue()
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_traceback_names_its_frames_but_not_their_locals(fmt: str) -> None:
+    text = traceback_logged(formatter(fmt))
+
+    assert "fails_holding" in text
+    assert "lost the connection" in text
+    assert TOKEN not in text
+
+
+@pytest.mark.smoke
+def test_a_workers_logging_renders_tracebacks_without_locals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    configured: list[dict[str, Any]] = []
+    monkeypatch.setattr("logging.config.dictConfig", configured.append)
+
+    signals.setup_logging.send(sender=None)  # what a worker or beat sends as it starts
+
+    (config,) = configured
+    spec = config["formatters"]["structlog"]
+    made = spec["()"](**{name: value for name, value in spec.items() if name != "()"})
+    text = traceback_logged(made)
+    assert "fails_holding" in text
+    assert TOKEN not in text
