@@ -95,6 +95,7 @@ def _self() -> dict[str, Any]:
         "groups": os.getgroups(),
         "no_new_privs": fields.get("NoNewPrivs", "").strip(),
         "umask": mask,
+        "netns": os.readlink("/proc/self/ns/net"),
     }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 from agent import cgroups, users
 from tests.agent.conftest import AgentProcess
 from tests.agent.fake_control_plane import FakeControlPlane
+from tests.paths import searchable
 
 StartAgent = Callable[..., AgentProcess]
 PROBE = Path(__file__).with_name("probe.py")
@@ -135,6 +138,17 @@ def test_b_cannot_read_as_environment_files_or_the_agents_credentials(
     assert found["read"] == {name: "denied" for name in targets}
     assert found["scan_environ"] == []  # no process's environment holds A's secret for B
     assert b"tenant-b-secret" not in Path(agent.log_file).read_bytes()
+
+
+def test_what_process_runs_share_the_host_network_and_the_process_list(
+    plane: FakeControlPlane, tenant_a: dict[str, Any]
+) -> None:
+    targets = {"a_cmdline": f"/proc/{tenant_a['command']}/cmdline"}
+
+    found = probe(plane, "b", {"self": True, "read": targets})
+
+    assert found["netns"] == os.readlink("/proc/self/ns/net")  # the host's network
+    assert found["read"] == {"a_cmdline": "done"}  # A's command line is visible to B
 
 
 def test_b_cannot_signal_or_trace_a(plane: FakeControlPlane, tenant_a: dict[str, Any]) -> None:
@@ -275,6 +289,29 @@ def test_a_run_opens_only_its_own_gpus_device_files(
 
     assert "fenced (2)" in plane.reports("b", "started")[0]["cgroups"]["note"]
     assert found["open"] == {"0": "denied", "1": "opened", "2": "denied", "3": "opened"}
+
+
+@pytest.mark.parametrize("exposed", ["token", "state"])
+def test_the_agent_refuses_to_start_with_its_token_or_state_open_to_runs(
+    tmp_path: Path, exposed: str
+) -> None:
+    token = searchable(tmp_path) / "token"
+    token.write_text("secret-node-token")
+    token.chmod(0o644 if exposed == "token" else 0o600)
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700 if exposed == "state" else 0o755)
+    argv = [
+        sys.executable, "-m", "agent.cli", "--url", "http://127.0.0.1:9", "--node-id", "n1",
+        "--token-file", str(token), "--state-dir", str(closed / "state"),
+        "--fake-gpus", "1", "--gpu-model", "m",
+    ]  # fmt: skip
+
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    assert done.returncode == 2
+    expected = "is open to others: chmod 600" if exposed == "token" else "is not searchable"
+    assert expected in done.stderr
+    assert "secret-node-token" not in done.stderr
 
 
 def test_the_shipped_systemd_unit_is_the_safe_one() -> None:
