@@ -23,6 +23,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.live import free_port
+from tests.paths import searchable
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_ENV_DROPPED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")
@@ -56,7 +57,8 @@ def _answers(url: str) -> bool:
 def demo(tmp_path: Path) -> Iterator[Demo]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in DEMO_ENV_DROPPED}
-    env.update(NEOCLOUD_DEMO="1", NEOCLOUD_VAR_DIR=str(tmp_path), SIMULATED_STEP_DELAY_S="0")
+    var_dir = searchable(tmp_path)  # the agent's runs (users of their own) work below it
+    env.update(NEOCLOUD_DEMO="1", NEOCLOUD_VAR_DIR=str(var_dir), SIMULATED_STEP_DELAY_S="0")
     log_path = tmp_path / "demo.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
