@@ -6,7 +6,6 @@ link's path (a password reset's, an invitation's) is logged as ``[redacted]``.""
 from __future__ import annotations
 
 import io
-import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,11 +18,11 @@ from django.test import Client
 from pytest_django.fixtures import Settings
 
 from execution import selectors as execution
-from neocloud.core.logs import formatter
 from tenants import services as tenancy
 from tenants.models import Role, Secret
 from tests.builders import Builder, client_with_key, run
 from tests.execution.conftest import agents_of, customer_of, secret, submit
+from tests.logs import captured_log
 from tests.scheduler.conftest import in_process, ready_fleet
 
 __all__ = ["in_process"]
@@ -37,22 +36,9 @@ DROPPED = "server closed the connection unexpectedly"
 
 @pytest.fixture(params=["json", "console"])
 def log_text(request: pytest.FixtureRequest) -> Iterator[io.StringIO]:
-    """What the stdout handler writes in production (``json``) and in the demo
-    (``console``), through the project's formatter, into a buffer."""
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(formatter(request.param))
-    root, requests = logging.getLogger(), logging.getLogger("neocloud.requests")
-    saved = root.level, requests.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    requests.setLevel(logging.INFO)  # quiet on the embedded default
-    try:
+    """What the stdout handler writes in production (``json``) and in the demo (``console``)."""
+    with captured_log(request.param) as buffer:
         yield buffer
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        requests.setLevel(saved[1])
 
 
 @contextmanager

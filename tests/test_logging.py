@@ -23,6 +23,7 @@ from scheduler.models import Workload, WorkloadStatus
 from tenants.models import Role
 from tests.builders import Builder, client_with_key
 from tests.celery_worker import celery_worker, wait_until, worker_queue
+from tests.logs import captured_log
 from tests.scheduler.conftest import ready_fleet
 
 REQUEST_ID = "req-7f3a-logs"
@@ -41,20 +42,8 @@ def lines(text: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
     """What the production handler writes, through the same formatter, into a buffer."""
-    buffer = io.StringIO()
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(formatter("json"))
-    root, requests = logging.getLogger(), logging.getLogger("neocloud.requests")
-    saved = root.level, requests.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    requests.setLevel(logging.INFO)  # quiet on the embedded default
-    try:
+    with captured_log("json") as buffer:
         yield buffer
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(saved[0])
-        requests.setLevel(saved[1])
 
 
 @pytest.mark.smoke
