@@ -4,7 +4,6 @@ itself while cut off, and reports their ends once back; without, they go on."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -14,17 +13,10 @@ from agent.fencing import Fence, to_stop
 from agent.state import ENDED, LAUNCHED, RUNNING, RunRecord
 from tests.agent.conftest import AgentProcess
 from tests.agent.fake_control_plane import FakeControlPlane
+from tests.agent.test_runs import group_gone
 
 StartAgent = Callable[..., AgentProcess]
 GPU0 = [{"index": 0, "uuid": "GPU-a"}]
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def started_pid(plane: FakeControlPlane, assignment_id: str) -> int:
@@ -97,14 +89,14 @@ def test_back_from_a_partition_it_stops_the_runs_released_meanwhile(
     plane.release("a1")
     plane.accepting_work = False
     time.sleep(1.0)
-    alive_while_away = group_alive(pgid)
+    alive_while_away = not group_gone(pgid)
     plane.start()
     plane.wait_for(lambda: plane.ended("a1"))
 
     assert alive_while_away  # no fence: it went on
     (exited,) = plane.reports("a1", "exited")
     assert (exited["exit_code"], exited["signal"]) == (None, 15)
-    plane.wait_for(lambda: not group_alive(pgid), timeout=3)
+    plane.wait_for(lambda: group_gone(pgid), timeout=3)
 
 
 def test_an_agent_cut_off_past_its_fence_stops_its_runs_and_reports_them_once_back(
@@ -118,7 +110,7 @@ def test_an_agent_cut_off_past_its_fence_stops_its_runs_and_reports_them_once_ba
     pgids = [started_pid(plane, "a1"), started_pid(plane, "a2")]
 
     plane.stop()
-    plane.wait_for(lambda: not any(map(group_alive, pgids)), timeout=10)
+    plane.wait_for(lambda: all(map(group_gone, pgids)), timeout=10)
     plane.assign("a3", argv=["true"])  # new work waits for the control plane's answer
     time.sleep(0.5)
     not_started = not (agent.state_dir / "runs" / "a3").exists()
@@ -142,7 +134,7 @@ def test_without_a_fence_runs_go_on_however_long_the_partition(
 
     plane.stop()
     time.sleep(2.0)
-    alive = group_alive(pgid)
+    alive = not group_gone(pgid)
     plane.start()
     plane.wait_for(lambda: plane.ended("a1"))
 
