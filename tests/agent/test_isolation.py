@@ -85,8 +85,8 @@ def tenant_a(plane: FakeControlPlane, start_agent: StartAgent) -> Iterator[dict[
     """Tenant A's run, alive, with a secret in its environment, a file in its working
     directory and one in /tmp; the agent that runs it."""
     script = (
-        "echo a-file-data > secret.txt; echo a-tmp-data > /tmp/a-$$.txt; "
-        'echo "ready $(id -u)"; exec sleep 60'
+        "echo a-file-data > secret.txt; t=/tmp/nc-a-$(id -u)-$$.txt; echo a-tmp-data > $t; "
+        'echo "ready $(id -u) $t"; exec sleep 60'
     )
     plane.assign("a", argv=["sh", "-c", script], env={"A_SECRET": "tenant-a-secret"})
     agent = start_agent("--pids-max", "64")
@@ -119,12 +119,12 @@ def test_b_cannot_read_as_environment_files_or_the_agents_credentials(
     agent: AgentProcess = tenant_a["agent"]
     state = agent.state_dir
     a_run = state / "runs" / "a"
-    a_tmp = sorted(Path("/tmp").glob("a-*.txt"))  # noqa: S108 - A's file in the shared /tmp
+    a_tmp = plane.output("a").split()[2].decode()  # A's file in the shared /tmp
     targets = {
         "a_environ": f"/proc/{tenant_a['command']}/environ",
         "a_shim_environ": f"/proc/{tenant_a['shim']}/environ",
         "a_work_file": str(a_run / "work" / "secret.txt"),
-        "a_tmp_file": str(a_tmp[0]),
+        "a_tmp_file": a_tmp,
         "a_output": str(a_run / "output.log"),
         "a_record": str(a_run / "run.json"),
         "token": str(agent.token_file),
