@@ -149,6 +149,7 @@ CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
 MIDDLEWARE = [
     "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
     "neocloud.middleware.CorrelationMiddleware",  # first: every later line carries the id
+    "neocloud.bodies.BodyLimitMiddleware",  # before anything reads or parses a body
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -287,6 +288,10 @@ GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
 # How long an agent waits after SIGTERM before it kills a run it stops.
 AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
 # Output kept per workload (all its runs); past it, output is counted, not stored.
+# Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
+REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
+AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(REQUEST_BODY_MAX_BYTES, AGENT_REQUEST_BODY_MAX_BYTES)
 LOG_MAX_BYTES_PER_WORKLOAD = int(os.environ.get("LOG_MAX_BYTES_PER_WORKLOAD", str(8 << 20)))
 
 # --- Scheduling -----------------------------------------------------------------------------
