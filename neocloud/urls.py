@@ -3,10 +3,11 @@ the console, the metrics."""
 
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
 from neocloud import health
 from neocloud.api.root import ApiRootView
+from neocloud.api.schema_view import SchemaView
 
 api_v1: list[URLPattern | URLResolver] = [
     path("", ApiRootView.as_view(), name="api-root"),
@@ -25,7 +26,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", SchemaView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("metrics", include("monitoring.urls")),
     path("", include("console.urls")),

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from inventory.authentication import NodeTokenAuthentication
 from neocloud.api.bodies import RequestSerializer
 from neocloud.api.fields import StrictDictField, StrictListField, StrictType, UniqueListField
+from neocloud.api.schema_view import SchemaView
 
 pytestmark = pytest.mark.django_db
 
@@ -207,3 +208,23 @@ def test_every_request_field_is_strict_and_bounded(name: str, field: Any) -> Non
         assert field.max_value is not None
     elif isinstance(field, serializers.CharField):
         assert field.max_length is not None
+
+
+def test_the_schema_is_made_once_not_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = []
+    generate = SchemaGenerator.get_schema
+
+    def counted(self: SchemaGenerator, *args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return generate(self, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counted)
+    monkeypatch.setattr(SchemaView, "_made", {})
+    accept = "application/vnd.oai.openapi+json"
+
+    first = Client().get("/api/schema/", HTTP_ACCEPT=accept)
+    second = Client().get("/api/schema/", HTTP_ACCEPT=accept)
+
+    assert first.json() == second.json()
+    assert first.json()["info"]["title"] == "NeoCloud API"
+    assert len(made) == 1
