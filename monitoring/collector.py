@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.utils import timezone
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -63,8 +64,9 @@ class DatabaseCollector(Collector):
             "1 for each queue (a project): its organization's and project's slugs.",
             labels=["queue", "organization", "project"],
         )
-        for queue, organization, project in selectors.queue_names():
-            info.add_metric([queue, organization, project], 1)
+        if settings.METRICS_TENANT_LABELS:  # tenants' names: opt-in
+            for queue, organization, project in selectors.queue_names():
+                info.add_metric([queue, organization, project], 1)
         yield info
         pending = GaugeMetricFamily(
             "neocloud_pending_workloads",

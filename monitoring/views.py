@@ -18,7 +18,8 @@ from monitoring.collector import DatabaseCollector
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """With ``METRICS_TOKEN`` set, only ``Authorization: Bearer <it>`` (401 otherwise); with
-    none, only the peers of ``METRICS_ALLOWED_IPS`` (403 otherwise)."""
+    none, only the peers of ``METRICS_ALLOWED_IPS`` (403 otherwise; outside the embedded
+    default there are none unless named)."""
     refusal = _refusal(request)
     if refusal is not None:
         return refusal
@@ -38,7 +39,11 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
         return refused
     if request.META.get("REMOTE_ADDR", "") in settings.METRICS_ALLOWED_IPS:
         return None
-    return HttpResponse("not on METRICS_ALLOWED_IPS\n", status=403, content_type="text/plain")
+    return HttpResponse(
+        "set METRICS_TOKEN (or name this peer in METRICS_ALLOWED_IPS)\n",
+        status=403,
+        content_type="text/plain",
+    )
 
 
 def _registry() -> CollectorRegistry:

@@ -260,9 +260,14 @@ EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
 
 # --- Metrics (README "Metrics") -----------------------------------------------------------------
 # A scrape of /metrics carries ``Authorization: Bearer $METRICS_TOKEN``; with no token set only
-# these peers (REMOTE_ADDR, the direct peer: behind a proxy, set the token) may scrape.
+# these peers (REMOTE_ADDR, the direct peer) may scrape. Behind a proxy on the same host every
+# client is a loopback peer, so outside the embedded default no peer is allowed unless the
+# operator names them: production sets the token.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
-METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1" if EMBEDDED else "")
+# Organizations' and projects' slugs as labels (neocloud_queue_info): a scraper sees every
+# tenant's name, so only when the operator opts in.
+METRICS_TENANT_LABELS = env_bool("METRICS_TENANT_LABELS", default=False)
 
 # --- Provisioning ---------------------------------------------------------------------------
 PROVISIONING_DRIVER = os.environ.get("PROVISIONING_DRIVER", "simulated")

@@ -13,6 +13,9 @@ os.environ.setdefault("SECRETS_KEYS", "bmVvY2xvdWQtdGVzdHMtb25seS1zZWNyZXRzLWtle
 # it (a deployment's default is secure, tests/test_settings.py checks).
 os.environ.setdefault("SESSION_COOKIE_SECURE", "false")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
+# The tests scrape /metrics from loopback, and read the tenant labels.
+os.environ.setdefault("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+os.environ.setdefault("METRICS_TENANT_LABELS", "true")
 if os.environ.get("DATABASE_URL"):
     os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
     os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")

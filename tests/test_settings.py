@@ -174,3 +174,13 @@ def test_e_mail_goes_to_the_console_unless_smtp_is_configured(tmp_path: Path) ->
     assert setting("EMAIL_BACKEND", embedded) == "django.core.mail.backends.console.EmailBackend"
     smtp = {**PRODUCTION, "EMAIL_HOST": "smtp.example.com"}
     assert setting("EMAIL_BACKEND", smtp) == "django.core.mail.backends.smtp.EmailBackend"
+
+
+def test_metrics_outside_the_embedded_default_need_a_token_or_named_peers(tmp_path: Path) -> None:
+    # Behind a proxy on the same host every client is a loopback peer: none is trusted there.
+    assert setting("METRICS_ALLOWED_IPS", PRODUCTION) == "[]"
+    named = {**PRODUCTION, "METRICS_ALLOWED_IPS": "10.0.0.9"}
+    assert setting("METRICS_ALLOWED_IPS", named) == "['10.0.0.9']"
+    embedded = {"SECRET_KEY": "s", "NEOCLOUD_VAR_DIR": str(tmp_path)}
+    assert setting("METRICS_ALLOWED_IPS", embedded) == "['127.0.0.1', '::1']"
+    assert setting("METRICS_TENANT_LABELS", PRODUCTION) == "False"

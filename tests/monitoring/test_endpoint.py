@@ -6,6 +6,8 @@ import pytest
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.builders import Builder
+
 pytestmark = pytest.mark.django_db
 
 TOKEN = "s3cret-scrape-token"
@@ -69,3 +71,24 @@ def test_a_request_is_timed_by_its_route_method_and_status() -> None:
     assert client.get("/api/v1/").status_code == 200
 
     assert _request_count(client) == before + 1
+
+
+@override_settings(METRICS_TOKEN="", METRICS_ALLOWED_IPS=[])
+def test_with_neither_a_token_nor_named_peers_nobody_scrapes() -> None:
+    response = Client(REMOTE_ADDR="127.0.0.1").get("/metrics")
+
+    assert response.status_code == 403
+    assert b"set METRICS_TOKEN" in response.content
+
+
+@pytest.mark.parametrize("labels", [True, False])
+def test_tenants_names_are_labels_only_when_the_operator_opts_in(
+    build: Builder, labels: bool
+) -> None:
+    build.project(build.organization("Secretive Corp"), "stealth-project")
+
+    with override_settings(METRICS_TENANT_LABELS=labels):
+        text = Client(REMOTE_ADDR="127.0.0.1").get("/metrics").content.decode()
+
+    assert ("stealth-project" in text) is labels
+    assert ("secretive-corp" in text) is labels
