@@ -127,6 +127,10 @@ LOGIN_REDIRECT_URL = "console:overview"
 AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The caller's address behind the TLS proxy (neocloud/core/addresses.py): how many proxies in
+# front append X-Forwarded-For (0: none, the header is ignored). Throttles and lockouts use it.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+AXES_CLIENT_IP_CALLABLE = "neocloud.core.addresses.client_address"
 AXES_USERNAME_FORM_FIELD = "username"  # the sign-in form's (the e-mail), not USERNAME_FIELD
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False

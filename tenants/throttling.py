@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle
 
+from neocloud.core.addresses import client_address
+
 if TYPE_CHECKING:  # rest_framework.views imports this module through the settings
     from rest_framework.request import Request
     from rest_framework.views import APIView
@@ -30,4 +32,10 @@ class PerKeyThrottle(SimpleRateThrottle):
 
 
 class PerIpThrottle(AnonRateThrottle):
+    """Per caller address as ``client_address`` tells it: DRF's own would take a client's
+    ``X-Forwarded-For`` whole, so any header made a new caller."""
+
     scope = "anon"
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)

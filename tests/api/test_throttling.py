@@ -6,8 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.cache import cache
+from django.test import RequestFactory
+from pytest_django.fixtures import Settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from neocloud.core.addresses import client_address
 from tests.builders import Builder, client_with_key
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +48,55 @@ def test_anonymous_callers_are_throttled_per_ip() -> None:
 
     assert statuses == [200, 200, 429]
     assert client.get("/api/v1/", REMOTE_ADDR="10.0.0.2").status_code == 200
+
+
+@pytest.mark.usefixtures("low_rates")
+def test_a_forwarded_for_header_makes_no_new_caller_without_trusted_proxies() -> None:
+    client = client_with_key(None)
+
+    statuses = [
+        client.get(
+            "/api/v1/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}"
+        ).status_code
+        for n in range(3)
+    ]
+
+    assert statuses == [200, 200, 429]
+
+
+@pytest.mark.usefixtures("low_rates")
+def test_behind_a_trusted_proxy_callers_are_told_apart_by_what_it_appended(
+    settings: Settings,
+) -> None:
+    settings.TRUSTED_PROXY_COUNT = 1
+    client = client_with_key(None)
+
+    def call(forwarded: str) -> int:
+        response = client.get("/api/v1/", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR=forwarded)
+        return response.status_code
+
+    # The caller wrote the left entries itself; the proxy appended the last one.
+    spoofing = [call(f"198.51.100.{n}, 203.0.113.5") for n in range(3)]
+
+    assert spoofing == [200, 200, 429]
+    assert call("203.0.113.6") == 200  # another caller behind the same proxy
+
+
+@pytest.mark.parametrize(
+    ("count", "forwarded", "expected"),
+    [
+        (0, "203.0.113.5", "10.9.9.9"),  # no proxy trusted: the header is the caller's own
+        (1, "198.51.100.1, 203.0.113.5", "203.0.113.5"),
+        (2, "198.51.100.1, 203.0.113.5, 10.0.0.2", "203.0.113.5"),
+        (2, "203.0.113.5", "203.0.113.5"),  # fewer entries than proxies: the farthest
+        (1, "", "10.9.9.9"),
+        (1, "not-an-address", "10.9.9.9"),
+    ],
+)
+def test_the_callers_address_counts_trusted_proxies_from_the_right(
+    settings: Settings, count: int, forwarded: str, expected: str
+) -> None:
+    settings.TRUSTED_PROXY_COUNT = count
+    request = RequestFactory().get("/", REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR=forwarded)
+
+    assert client_address(request) == expected

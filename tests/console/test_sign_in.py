@@ -59,6 +59,22 @@ def test_sign_ins_are_throttled_per_address_and_e_mail(member: Member, settings:
     assert "_auth_user_id" not in client.session
 
 
+def test_behind_the_proxy_one_callers_failures_lock_out_no_other_caller(
+    member: Member, settings: Any
+) -> None:
+    settings.TRUSTED_PROXY_COUNT = 1  # the documented TLS proxy: every peer is its address
+    attacker = Client(REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR="203.0.113.66")
+    wrong = {"username": member.user.email, "password": "nope"}
+    statuses = [attacker.post("/login", wrong).status_code for _ in range(5)]
+    assert statuses == [200, 200, 200, 200, 429]  # the attacker is locked out
+
+    owner = Client(REMOTE_ADDR="10.9.9.9", HTTP_X_FORWARDED_FOR="198.51.100.7")
+    signed_in = owner.post("/login", {"username": member.user.email, "password": member.password})
+
+    assert signed_in.status_code == 302
+    assert "_auth_user_id" in owner.session
+
+
 def test_a_password_reset_mails_a_link_that_sets_a_new_password(member: Member) -> None:
     client = Client()
     response = client.post("/password-reset", {"email": member.user.email})
