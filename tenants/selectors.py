@@ -38,6 +38,13 @@ def user_find(*, email: str) -> User | None:
 # --- organizations and projects -------------------------------------------------------------
 
 
+def users_to_reset(*, email: str) -> list[User]:
+    """Who a password reset for ``email`` goes to: the active user with it, whether or not
+    they have a password yet (an owner made by ``create_organization`` has none, and sets
+    it this way)."""
+    return list(User.objects.filter(email__iexact=email, is_active=True))
+
+
 def organization_slug_taken(slug: str) -> bool:
     return Organization.objects.filter(slug=slug).exists()
 

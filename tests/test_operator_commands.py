@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from django.core import mail
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.utils import timezone
 
 from billing.models import DefaultGpuPrice, Invoice
@@ -254,3 +256,32 @@ def test_the_runbook_takes_an_empty_database_to_a_first_invoice(
     assert closed == {invoice.number: f"finalized {invoice.total_minor} USD"}
     seen = client_with_key(operator_key).get(f"/api/v1/invoices/{invoice.pk}")
     assert seen.status_code == 200
+
+
+def test_create_organization_gives_the_new_owner_a_link_to_set_a_password() -> None:
+    printed = command(
+        "create_organization", "Initech", "--owner", "peter@initech.example",
+        "--console-url", "https://cloud.example.com/",
+    )  # fmt: skip
+    link = printed["set-password"]
+    assert link.startswith("https://cloud.example.com/password-reset/")
+
+    browser = Client()
+    form = browser.get(link.removeprefix("https://cloud.example.com"), follow=True)
+    chosen = "Kettle-Orbit-5813"
+    done = browser.post(
+        form.redirect_chain[-1][0], {"new_password1": chosen, "new_password2": chosen}
+    )
+
+    assert done.status_code == 302
+    signed_in = Client().post("/login", {"username": "peter@initech.example", "password": chosen})
+    assert signed_in.status_code == 302
+
+
+def test_an_owner_without_a_password_can_have_a_reset_link_mailed() -> None:
+    command("create_organization", "Initech", "--owner", "peter@initech.example")
+
+    response = Client().post("/password-reset", {"email": "peter@initech.example"})
+
+    assert response.status_code == 302
+    assert [message.to for message in mail.outbox] == [["peter@initech.example"]]

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse_lazy
 
-from console.forms.auth import SignInForm
+from console.forms.auth import PasswordResetForm, SignInForm
 
 
 class SignIn(auth.LoginView):
@@ -29,6 +29,7 @@ class SignOut(auth.LogoutView):
 
 
 class PasswordReset(auth.PasswordResetView):
+    form_class = PasswordResetForm
     template_name = "console/password_reset.html"
     email_template_name = "console/email/password_reset.txt"
     subject_template_name = "console/email/password_reset_subject.txt"

@@ -1,12 +1,17 @@
-"""``manage.py create_organization NAME --owner EMAIL [--project SLUG]``: operators bootstrap a
-customer, with a first project (``default`` unless named) so work can be submitted at once."""
+"""``manage.py create_organization NAME --owner EMAIL [--project SLUG] [--console-url URL]``:
+operators bootstrap a customer, with a first project (``default`` unless named) so work can be
+submitted at once, and a link where a new owner sets the password they do not have yet."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from django.contrib.auth.tokens import default_token_generator
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
@@ -33,6 +38,13 @@ class Command(BaseCommand):
             metavar="SLUG",
             help="the first project's slug and name (default %(default)s)",
         )
+        parser.add_argument(
+            "--console-url",
+            default="",
+            metavar="URL",
+            help="the console's address, e.g. https://cloud.example.com, before the owner's"
+            " set-password link (else the link is a path)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not SLUG.fullmatch(options["project"]):
@@ -54,3 +66,17 @@ class Command(BaseCommand):
         self.stdout.write(f"owner        {owner.email}")
         self.stdout.write(f"API key      {secret}")
         self.stdout.write("The key is shown once: store it now.")
+        if not owner.has_usable_password():
+            link = options["console_url"].rstrip("/") + _set_password_path(owner)
+            self.stdout.write(f"set-password {link}")
+            self.stdout.write(
+                "Send the owner this link to set a password and sign in to the console (valid"
+                " for PASSWORD_RESET_TIMEOUT; later, the console's 'Forgot password' works too)."
+            )
+
+
+def _set_password_path(user: Any) -> str:
+    """The console's password-reset link for ``user``, as its e-mail would carry it."""
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    token = default_token_generator.make_token(user)
+    return reverse("console:password-reset-confirm", kwargs={"uidb64": uid, "token": token})
