@@ -131,6 +131,11 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 # front append X-Forwarded-For (0: none, the header is ignored). Throttles and lockouts use it.
 TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
 AXES_CLIENT_IP_CALLABLE = "neocloud.core.addresses.client_address"
+# Asked of the console without an account, per hour: password resets per caller address and
+# per e-mail address (each sends mail), sign-ups per caller address.
+PASSWORD_RESETS_PER_HOUR = int(os.environ.get("PASSWORD_RESETS_PER_HOUR", "5"))
+PASSWORD_RESETS_PER_EMAIL_PER_HOUR = int(os.environ.get("PASSWORD_RESETS_PER_EMAIL_PER_HOUR", "3"))
+SIGNUPS_PER_HOUR = int(os.environ.get("SIGNUPS_PER_HOUR", "5"))
 AXES_USERNAME_FORM_FIELD = "username"  # the sign-in form's (the e-mail), not USERNAME_FIELD
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False

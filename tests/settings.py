@@ -16,6 +16,11 @@ os.environ.setdefault("CSRF_COOKIE_SECURE", "false")
 # The tests scrape /metrics from loopback, and read the tenant labels.
 os.environ.setdefault("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 os.environ.setdefault("METRICS_TENANT_LABELS", "true")
+# The console's per-hour limits count in Redis across runs: the tests that show them set their
+# own, from addresses of their own.
+os.environ.setdefault("PASSWORD_RESETS_PER_HOUR", "100000")
+os.environ.setdefault("PASSWORD_RESETS_PER_EMAIL_PER_HOUR", "100000")
+os.environ.setdefault("SIGNUPS_PER_HOUR", "100000")
 if os.environ.get("DATABASE_URL"):
     os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
     os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")

@@ -19,6 +19,8 @@ from django.views.decorators.http import require_http_methods
 from console.forms.joining import JoinForm, SignUpForm
 from console.guard import console_of, switch_to
 from console.selectors import joining as selectors
+from neocloud.core import ratelimit
+from neocloud.core.addresses import client_address
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from tenants import services
@@ -133,7 +135,13 @@ def sign_up(request: HttpRequest) -> HttpResponse:
     status = 200
     if request.method == "POST":
         status = 400
-        if form.is_valid():
+        allowed = ratelimit.allow(
+            "sign-up", client_address(request), limit=settings.SIGNUPS_PER_HOUR, window_s=3600
+        )
+        if not allowed:
+            form.add_error(None, "Too many sign-ups from your address: try again in an hour.")
+            status = 429
+        elif form.is_valid():
             try:
                 user, organization = atomic_with_retry(
                     _register_with_organization,

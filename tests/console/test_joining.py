@@ -3,6 +3,7 @@ joins; anyone else is told why not), and self sign-up where the operator switche
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
@@ -240,3 +241,21 @@ def test_a_visitor_signs_up_in_the_browser(page: Page, live_server: Any, setting
     expect(page.locator("#nc-members")).to_contain_text("Peter Gibbons")
     expect(page.locator("#nc-members")).to_contain_text("Owner")
     assert serious_violations(page) == []
+
+
+def test_sign_ups_are_bounded_per_caller_address(settings: Any) -> None:
+    settings.CONSOLE_SIGNUP_ENABLED = True
+    settings.SIGNUPS_PER_HOUR = 2
+    caller = Client(REMOTE_ADDR=f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.7")
+
+    def sign_up(n: int) -> int:
+        fields = account(f"Visitor {n}") | {
+            "organization": f"Org {n} {secrets.token_hex(4)}",
+            "email_address": f"visitor-{n}-{secrets.token_hex(4)}@example.test",
+        }
+        status: int = caller.post("/signup", fields).status_code
+        caller.logout()
+        return status
+
+    assert [sign_up(n) for n in range(3)] == [302, 302, 429]
+    assert Organization.objects.count() == 2

@@ -4,6 +4,7 @@ switcher and the overview: in Chromium where a browser matters, else with Django
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 import pytest
@@ -142,3 +143,22 @@ def test_the_sign_in_page_offers_sign_up_only_where_the_operator_allows_it(setti
     assert "Create an account" not in Client().get("/login").content.decode()
     settings.CONSOLE_SIGNUP_ENABLED = True
     assert 'href="/signup">Create an account' in Client().get("/login").content.decode()
+
+
+@pytest.mark.parametrize("per", ["caller", "email"])
+def test_password_resets_are_bounded_per_caller_and_per_e_mail(
+    member: Member, settings: Any, per: str
+) -> None:
+    settings.PASSWORD_RESETS_PER_HOUR = 2 if per == "caller" else 100
+    settings.PASSWORD_RESETS_PER_EMAIL_PER_HOUR = 2 if per == "email" else 100
+    address = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}"
+    member.user.email = f"reset-{secrets.token_hex(4)}@acme.test"
+    member.user.save()
+
+    def reset(n: int) -> int:
+        caller = f"{address}.{n + 1 if per == 'email' else 1}"
+        response = Client(REMOTE_ADDR=caller).post("/password-reset", {"email": member.user.email})
+        return response.status_code
+
+    assert [reset(n) for n in range(3)] == [302, 302, 429]
+    assert len(mail.outbox) == 2
