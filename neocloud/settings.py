@@ -302,6 +302,12 @@ GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
 # How long an agent waits after SIGTERM before it kills a run it stops.
 AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
 # Output kept per workload (all its runs); past it, output is counted, not stored.
+# Workloads an organization and a project may have waiting (pending or admitted); a submission
+# past them is refused (409 too_much_waiting).
+WAITING_WORKLOADS_PER_ORGANIZATION = int(
+    os.environ.get("WAITING_WORKLOADS_PER_ORGANIZATION", "20000")
+)
+WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJECT", "10000"))
 # Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
 REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
 AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))

@@ -36,6 +36,14 @@ class PaymentRequired(ApplicationError):
     http_status = 400
 
 
+class TooMuchWaiting(ApplicationError):
+    """The organization or project has as much work waiting as it may: more waits its turn
+    outside (``WAITING_WORKLOADS_PER_ORGANIZATION``, ``..._PER_PROJECT``)."""
+
+    code = "too_much_waiting"
+    http_status = 409
+
+
 class ApprovalRequired(ApplicationError):
     """More GPUs than the approval threshold start only through an approved order."""
 

@@ -16,6 +16,7 @@ own error; a list's refusals are gathered into one ``BatchRefused`` naming each 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +26,11 @@ from scheduler import events as ev
 from scheduler import triggers
 from scheduler.errors import BatchRefused
 from scheduler.services.shape import invalid
+from scheduler.services.standing import check_waiting
 from scheduler.services.submission import check_submission
 from scheduler.specs import WorkloadSpec
 from tenants.access import Actor
-from tenants.models import Project
+from tenants.models import Organization, Project
 
 MAX_BATCH = 10_000  # workloads in one request: one transaction holds the log's lock for all
 
@@ -66,7 +68,9 @@ def workload_submit_array(
     once (the tasks are alike), then one append of all. Each task carries the array's id, its
     index and the count, which its runs see as ``NEOCLOUD_ARRAY_*``."""
     check_batch_size(count, "array.count")
-    first = check_submission(actor=actor, project=project, spec=spec, order_id=order_id)
+    first = check_submission(
+        actor=actor, project=project, spec=spec, order_id=order_id, copies=count
+    )
     array_id = uuid.uuid4()
     tasks = [
         first.model_copy(
@@ -99,13 +103,24 @@ def workload_submit_batch(
             problems.append(ItemProblem(index, "project", "other_organization", message))
             continue
         try:
-            submitted.append(check_submission(actor=actor, project=project, spec=spec))
+            submitted.append(
+                check_submission(actor=actor, project=project, spec=spec, waiting=False)
+            )
         except ApplicationError as error:
             problems += item_problems(index, error)
     if problems:
         raise batch_refused(problems)
+    _check_waiting(items)
     _append(actor, submitted)
     return SubmittedBatch(array_id=None, workloads=submitted)
+
+
+def _check_waiting(items: Sequence[tuple[Project, WorkloadSpec]]) -> None:
+    """The waiting bound over the whole list: each project's items, and all of them for the
+    organization."""
+    organization = Organization.objects.get(pk=items[0][0].organization_id)
+    adding = Counter(project for project, _ in items)
+    check_waiting(organization=organization, adding=adding)
 
 
 def check_batch_size(count: int, field: str) -> None:

@@ -9,14 +9,16 @@ apps' answers through ``hooks``. Work already running is never stopped by any of
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from django.db.models import Q
+from django.conf import settings
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from scheduler import hooks
-from scheduler.errors import ApprovalRequired, GpuHoursExhausted, PaymentRequired
+from scheduler.errors import ApprovalRequired, GpuHoursExhausted, PaymentRequired, TooMuchWaiting
+from scheduler.models import WAITING_STATUSES, Workload
 from tenants.errors import OrganizationSuspended
 from tenants.models import Organization, Project, Quota
 
@@ -91,6 +93,40 @@ def _check_gpu_hours(
                 "used_gpu_hours": hours,
                 "monthly_gpu_hours": limit,
             },
+        )
+
+
+def check_waiting(*, organization: Organization, adding: Mapping[Project, int]) -> None:
+    """Work waits in a queue the scheduler orders every cycle: one key queueing arrays of
+    10,000 tasks again and again would make every cycle and estimate slower for everyone. So
+    an organization and each project may have only so many workloads waiting (pending or
+    admitted); a submission of ``adding`` more (per project) past that is refused whole.
+    Counted without a lock, as the other checks: two submissions at once may pass it by one."""
+    waiting = Workload.objects.filter(organization_id=organization.pk, status__in=WAITING_STATUSES)
+    limits: list[tuple[str, str, QuerySet[Workload], int, int]] = [
+        (
+            "organization",
+            organization.slug,
+            waiting,
+            settings.WAITING_WORKLOADS_PER_ORGANIZATION,
+            sum(adding.values()),
+        )
+    ]
+    for project, more in adding.items():
+        rows = waiting.filter(project_id=project.pk)
+        limits.append(("project", project.slug, rows, settings.WAITING_WORKLOADS_PER_PROJECT, more))
+    for scope, slug, rows, limit, more in limits:
+        count = rows.count()
+        if count + more <= limit:
+            continue
+        message = (
+            f"{scope} {slug} has {count} workloads waiting, of at most {limit}: {more} more"
+            " would pass it; wait for some to start, or cancel some"
+        )
+        raise TooMuchWaiting(
+            message,
+            fields={scope: [message]},
+            details={"scope": scope, "waiting": count, "limit": limit, "adding": more},
         )
 
 

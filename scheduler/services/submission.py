@@ -26,7 +26,7 @@ from scheduler.selectors import priority_of
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
-from scheduler.services.standing import check_approval, check_standing
+from scheduler.services.standing import check_approval, check_standing, check_waiting
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
@@ -63,9 +63,14 @@ def check_submission(
     project: Project,
     spec: WorkloadSpec,
     order_id: uuid.UUID | None = None,
+    copies: int = 1,
+    waiting: bool = True,
 ) -> ev.WorkloadSubmitted:
     """Every check of ``workload_submit``, and the event it would append (a new workload id,
-    on the cluster chosen for it). A dry run passes the same checks."""
+    on the cluster chosen for it). A dry run passes the same checks. ``copies``: how many
+    workloads of ``spec`` are asked at once (an array's tasks), each counted by the waiting
+    bound and the approval threshold; ``waiting``: False when the caller counts the waiting
+    work itself (a list of specs, all at once)."""
     organization = Organization.objects.get(pk=project.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     visible = actor.visible_project_ids(organization.pk)
@@ -89,8 +94,10 @@ def check_submission(
     check_standing(
         organization=organization, project=project, gpu_models=spec.gpu_models, quotas=quotas
     )
+    if waiting:
+        check_waiting(organization=organization, adding={project: copies})
     gpus = -(-spec.gpus_per_node * spec.nodes * spec.gpu_milli // 1000)
-    check_approval(gpus, "gpus_per_node", order_id)
+    check_approval(gpus * copies, "array.count" if copies > 1 else "gpus_per_node", order_id)
     return ev.WorkloadSubmitted(
         workload_id=uuid.uuid4(),
         organization_id=organization.pk,
