@@ -225,13 +225,18 @@ class Actor:
             return False
         return self.role_in(organization.id) in permission.roles
 
-    def require(self, action: Action, organization: Organization | None = None) -> None:
-        """Raise unless the actor may do ``action`` (in ``organization``) now."""
+    def require(
+        self, action: Action, organization: Organization | None = None, *, starting: bool = True
+    ) -> None:
+        """Raise unless the actor may do ``action`` (in ``organization``) now. ``starting``
+        False: the action stops something (cancelling work or a reservation), which a
+        suspended organization may always do."""
         if not self.allowed(action, organization):
             where = "in this organization" if organization is not None else "(operators only)"
             raise PermissionDenied(f"not allowed to {action.value} {where}")
         if (
-            organization is not None
+            starting
+            and organization is not None
             and PERMISSIONS[action].starts_something
             and not organization.is_active
         ):

@@ -23,7 +23,7 @@ def workload_cancel(*, actor: Actor, workload: Workload, reason: str = "") -> Wo
     """Cancel: a waiting workload at once; a holding one releases its GPUs (its run is
     stopped once this commits)."""
     organization = Organization.objects.get(pk=workload.organization_id)
-    actor.require(Action.WORKLOAD_WRITE, organization)
+    actor.require(Action.WORKLOAD_WRITE, organization, starting=False)  # suspended too
     reason = reason or f"cancelled by {actor.label}"
     with transaction.atomic():
         locked = locked_workload(workload.pk)

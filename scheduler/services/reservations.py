@@ -154,7 +154,7 @@ def _check_reserved_quota(
 def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = "") -> Reservation:
     """Give the GPUs back; whoever follows the reservation (its order) is told on commit."""
     organization = Organization.objects.get(pk=reservation.organization_id)
-    actor.require(Action.WORKLOAD_WRITE, organization)
+    actor.require(Action.WORKLOAD_WRITE, organization, starting=False)  # suspended too
     reason = reason or f"cancelled by {actor.label}"
     with transaction.atomic():
         reservation = row_lock(Reservation.objects.all()).get(pk=reservation.pk)

@@ -154,6 +154,34 @@ def test_a_page_of_workloads_costs_the_same_queries_for_2_rows_as_for_10(
     assert [row["queue_position"] for row in pages["Small"]] == [1, None]
 
 
+def test_a_suspended_organizations_work_can_still_be_cancelled(
+    build: Builder, tenant: Tenant, in_process: None
+) -> None:
+    ready_fleet(nodes=1, gpus=8)
+    running = _submit(tenant, gpus=8, runtime_estimate_s=600)
+    waiting = _submit(tenant, gpus=8, runtime_estimate_s=600)
+    client = _client(build, tenant)
+    run(tenant_services.organization_suspend, organization=tenant.organization, reason="unpaid")
+
+    submitted = client.post(
+        "/api/v1/workloads",
+        {
+            "project": str(tenant.project.pk),
+            "name": "new",
+            "gpu_models": ["h100"],
+            "gpus_per_node": 1,
+        },
+        format="json",
+    )
+    by_owner = client.post(f"/api/v1/workloads/{waiting.pk}/cancel")
+    by_operator = run(services.workload_cancel, actor=SYSTEM, workload=running)
+
+    assert submitted.json()["error"]["code"] == "organization_suspended"  # nothing new starts
+    assert by_owner.status_code == 200, by_owner.json()
+    assert by_owner.json()["status"] == "cancelled"
+    assert by_operator.status == "cancelled"
+
+
 def test_cancel_frees_the_gpus_for_the_next_in_line(
     build: Builder, tenant: Tenant, in_process: None
 ) -> None:
