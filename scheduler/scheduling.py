@@ -54,6 +54,7 @@ from scheduler.snapshot import (
     request_of,
     waiting_of,
 )
+from scheduler.standing import forget_standing, held_back
 from tenants import events as tenancy
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ _states: dict[uuid.UUID, ClusterState] = {}
 
 def forget(cluster_id: uuid.UUID | None = None) -> None:
     """Drop what this process keeps (all clusters when None)."""
+    forget_standing()
     if cluster_id is None:
         _states.clear()
     else:
@@ -339,9 +341,12 @@ def _cycle(cluster_id: uuid.UUID, holder: str) -> CycleResult:
 def _decide(state: ClusterState) -> CycleResult:
     view, now = state.view, timezone.now()
     began = time.perf_counter()
-    pending = waiting_of(view)
+    pending, held = held_back(waiting_of(view))
     state.engine.fair_share(*state.usage.as_of(now.timestamp()))
     decisions = state.engine.cycle(pending, now.timestamp())
+    if held:
+        pending_all = {**decisions.pending, **held}
+        decisions = Decisions(decisions.allocations, decisions.preemptions, pending_all)
     decided = time.perf_counter()
     changes = _decision_events(state, decisions, now)
     if changes:

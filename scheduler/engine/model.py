@@ -215,6 +215,7 @@ class ReasonCode(enum.StrEnum):
     RESERVED = "reserved"
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
     TOPOLOGY = "topology"
+    STANDING = "organization_standing"  # held back: its organization may start nothing now
 
 
 @dataclass(frozen=True, slots=True)

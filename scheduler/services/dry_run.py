@@ -26,6 +26,7 @@ from scheduler.snapshot import (
     waiting_of,
 )
 from scheduler.specs import WorkloadSpec
+from scheduler.standing import held_back
 from tenants.access import Actor
 from tenants.models import Project
 
@@ -52,7 +53,8 @@ def workload_dry_run(*, actor: Actor, project: Project, spec: WorkloadSpec) -> D
     candidate = request_of({**submitted.model_dump(), "submitted_at": now})
     engine = engine_of(view)
     engine.fair_share(*usage.as_of(now.timestamp()))
-    decisions = engine.cycle([*waiting_of(view), candidate], now.timestamp())
+    ahead, _ = held_back(waiting_of(view))  # as the cycle sees the line
+    decisions = engine.cycle([*ahead, candidate], now.timestamp())
     granted = next((a for a in decisions.allocations if a.workload == candidate.id), None)
     if granted is None:
         reason = decisions.pending[candidate.id]

@@ -28,6 +28,7 @@ from scheduler.engine.forecast import Horizon, StartEstimate, forecast
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadEstimate
 from scheduler.selectors.forecasts import forecast_inputs
 from scheduler.snapshot import waiting_of
+from scheduler.standing import held_back
 
 LOCK_CLASS = 7002  # advisory lock class of estimate refreshes (cycles take 7001)
 HORIZON = Horizon()
@@ -94,7 +95,7 @@ def _forecast(cluster_id: uuid.UUID, now: datetime) -> dict[str, StartEstimate]:
     """The forecast of the cluster's waiting work as a cycle run at ``now`` would see it, with
     the work its recent submissions say will come."""
     inputs = forecast_inputs(cluster_id, now)
-    pending = waiting_of(inputs.view)
+    pending, _ = held_back(waiting_of(inputs.view))  # held work gets no estimate
     if not pending:
         return {}
     arrivals, runtime_of = inputs.arrivals(pending)

@@ -36,6 +36,7 @@ from scheduler.selectors.forecasts import ForecastInputs, forecast_inputs
 from scheduler.services.submission import check_submission
 from scheduler.snapshot import ClusterView, request_of, waiting_of
 from scheduler.specs import PricePlan, WorkloadSpec
+from scheduler.standing import held_back
 from tenants.access import Action, Actor
 from tenants.models import Project
 
@@ -211,7 +212,7 @@ def _estimate(
         candidate.runtime_estimate_s,
         max_runtime_s=spec.max_runtime_s,
     )
-    pending = [*waiting_of(inputs.view), candidate]
+    pending = [*held_back(waiting_of(inputs.view))[0], candidate]
     arrivals, base = inputs.arrivals(pending)
 
     def runtime_of(workload: str) -> Runtime:
@@ -317,7 +318,7 @@ def cluster_what_if(
     drained = _drained(cluster, drain)
     now = timezone.now()
     inputs = forecast_inputs(cluster.pk, now)
-    pending = waiting_of(inputs.view)
+    pending, _ = held_back(waiting_of(inputs.view))
     arrivals, runtime_of = inputs.arrivals(pending)
     at = inputs.at
     before = forecast(inputs.snapshot, pending, inputs.policy, at, runtime_of, arrivals=arrivals)

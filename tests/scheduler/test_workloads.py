@@ -18,9 +18,9 @@ from events import store
 from inventory import services as inventory
 from inventory.lifecycle import NodeAction, NodeState
 from inventory.models import Node
-from scheduler import audit, runs, scheduling, services, tasks
+from scheduler import audit, hooks, runs, scheduling, services, tasks
 from scheduler import events as ev
-from scheduler.models import Allocation, Reservation, Workload
+from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
 from scheduler.specs import MAX_RUNTIME_S, RestartPolicy, WorkloadKind
 from tenants import services as tenant_services
 from tenants.models import Project, Role
@@ -180,6 +180,40 @@ def test_a_suspended_organizations_work_can_still_be_cancelled(
     assert by_owner.status_code == 200, by_owner.json()
     assert by_owner.json()["status"] == "cancelled"
     assert by_operator.status == "cancelled"
+
+
+@pytest.mark.parametrize("standing", ["suspended", "dunning"])
+def test_work_queued_before_the_standing_changed_is_held_back_where_it_starts(
+    build: Builder, tenant: Tenant, in_process: None, standing: str
+) -> None:
+    fleet = ready_fleet(nodes=1, gpus=8)
+    running = _submit(tenant, gpus=8, runtime_estimate_s=600)
+    waiting = _submit(tenant, gpus=8, runtime_estimate_s=600)
+    client = _client(build, tenant)
+    refusal = "invoice INV-7 is unpaid"
+    with hooks.payment_check.registered(lambda org: refusal if standing == "dunning" else None):
+        if standing == "suspended":
+            run(
+                tenant_services.organization_suspend,
+                organization=tenant.organization,
+                reason="unpaid",
+            )
+        scheduling.forget()  # the cycle reads standing again (at most every few seconds)
+        run(services.workload_cancel, actor=SYSTEM, workload=running)  # frees the GPUs
+
+        wait = WorkloadWait.objects.get(workload_id=waiting.pk)
+        shown = client.get(f"/api/v1/workloads/{waiting.pk}").json()
+
+    assert _state(waiting).status in {"pending", "admitted"}  # the GPUs are free: not started
+    assert wait.code == "organization_standing"
+    expected = "suspended" if standing == "suspended" else refusal
+    assert expected in wait.message
+    assert shown["pending_reason"]["code"] == "organization_standing"
+    if standing == "suspended":
+        run(tenant_services.organization_reactivate, organization=tenant.organization)
+    scheduling.forget()
+    scheduling.cycle_run(fleet.cluster.pk)
+    assert _state(waiting).status == "running"  # in good standing again, it starts
 
 
 def test_cancel_frees_the_gpus_for_the_next_in_line(
