@@ -25,6 +25,7 @@ from neocloud.api.bodies import query_names, refuse_unknown
 from neocloud.api.idempotency import idempotent
 from neocloud.api.pagination import Cursor
 from neocloud.api.schema import ErrorSerializer
+from neocloud.core.spreadsheets import csv_cell
 from tenants.access import Action
 from tenants.actor import actor_for
 from tenants.viewsets import TenantViewSet
@@ -59,12 +60,12 @@ class UsageCsvRenderer(BaseRenderer):
         writer = csv.writer(out, lineterminator="\n")
         if "error" in data:  # errors keep their code and message
             writer.writerow(["code", "message"])
-            writer.writerow([data["error"]["code"], data["error"]["message"]])
+            writer.writerow([csv_cell(data["error"]["code"]), csv_cell(data["error"]["message"])])
         else:
             columns = [*data["group_by"], "gpu_seconds", "milli_gpu_seconds"]
             writer.writerow(columns)
             for row in data["results"]:
-                writer.writerow(["" if row[c] is None else row[c] for c in columns])
+                writer.writerow(["" if row[c] is None else csv_cell(row[c]) for c in columns])
         return out.getvalue().encode()
 
 

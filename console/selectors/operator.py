@@ -231,7 +231,13 @@ def node_page(node_id: str) -> NodePage:
     node = Node.objects.select_related("cluster", "rack").filter(pk=wanted).first()
     if node is None:
         raise Http404
-    on_node = _live(Allocation.objects.filter(placements__contains=[{"node_id": str(node.pk)}]))
+    # The cluster's live allocations (an indexed read), those placed on the node picked here:
+    # a JSON ``contains`` lookup would do it in the database, but SQLite has none.
+    on_node = [
+        allocation
+        for allocation in _live(Allocation.objects.filter(cluster_id=node.cluster_id))
+        if any(str(p["node_id"]) == str(node.pk) for p in allocation.placements)
+    ]
     held = _shares_by_gpu(on_node)
     domains: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for gpu in node.gpus.order_by("index"):

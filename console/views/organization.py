@@ -26,6 +26,7 @@ from console.forms.organization import (
     RoleForm,
     role_choices,
 )
+from console.forms.positions import check_position
 from console.guard import ConsoleRequest, signed_in
 from console.selectors import audit as audit_selectors
 from console.selectors import organization as selectors
@@ -330,7 +331,11 @@ def audit(request: ConsoleRequest) -> HttpResponse:
     """The organization's audit feed in words, newest first, a page at a time."""
     _require(request, Action.AUDIT_READ)
     before = request.GET.get("before", "")
-    page = audit_selectors.audit_page(request.console, int(before) if before.isdigit() else None)
+    position = check_position(before) if before else None
+    page = audit_selectors.audit_page(request.console, position)
+    if before and position is None:
+        error = "No such place in the feed: the newest events are shown."
+        return _page(request, "audit.html", {"page": page, "error": error}, status=400)
     return _page(request, "audit.html", {"page": page})
 
 

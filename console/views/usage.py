@@ -13,6 +13,7 @@ from django.utils import timezone
 from console.forms.usage import MonthForm
 from console.guard import ConsoleRequest, signed_in
 from console.selectors import usage as selectors
+from neocloud.core.spreadsheets import csv_cell
 
 CSV_COLUMNS = ["day", "project", "gpu_model", "gpu_hours", "gpu_seconds"]
 
@@ -44,7 +45,7 @@ def usage_csv(request: ConsoleRequest) -> HttpResponse:
     writer = csv.writer(response, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for row in month.rows:
-        writer.writerow([getattr(row, column) for column in CSV_COLUMNS])
+        writer.writerow([csv_cell(getattr(row, column)) for column in CSV_COLUMNS])
     return response
 
 

@@ -16,6 +16,7 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from console.forms.positions import check_position
 from console.forms.workloads import WorkloadFilterForm
 from console.guard import ConsoleRequest, signed_in
 from console.selectors import workloads as selectors
@@ -54,10 +55,10 @@ def workload_detail(request: ConsoleRequest, workload_id: uuid.UUID) -> HttpResp
     workload = _workload(request, workload_id)
     partial = request.GET.get("partial", "")
     if partial == "logs":
-        cursor = request.GET.get("cursor", "0")
-        if not cursor.isdigit():
+        cursor = check_position(request.GET.get("cursor", "0"))
+        if cursor is None:
             return HttpResponseBadRequest("cursor: not a position")
-        logs = selectors.workload_logs(workload, int(cursor))
+        logs = selectors.workload_logs(workload, cursor)
         return render(request, "console/workloads/_logs.html", {"workload": workload, "logs": logs})
     context = _context(request, workload)
     if partial == "status":

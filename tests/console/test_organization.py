@@ -396,6 +396,31 @@ def test_the_audit_feed_pages_back(member: Member) -> None:
     assert "?before=" not in second
 
 
+@pytest.mark.parametrize(
+    "before",
+    [
+        pytest.param("x", id="not-digits"),
+        pytest.param("\N{SUPERSCRIPT TWO}", id="a-digit-to-isdigit-not-to-int"),
+        pytest.param("9" * 4301, id="more-digits-than-int-reads"),
+        pytest.param(str(2**63), id="past-a-bigint"),
+    ],
+)
+def test_a_before_that_is_not_a_position_shows_the_newest_events_and_says_so(
+    member: Member, before: str
+) -> None:
+    client = signed_in_as(member.user)
+
+    response = client.get("/organization/audit", {"before": before})
+
+    assert response.status_code == 400
+    newest = client.get("/organization/audit").context["page"].lines
+    assert newest
+    assert response.context["page"].lines == newest
+    assert '<p role="alert">No such place in the feed: the newest events are shown.</p>' in page_of(
+        response
+    )
+
+
 # --- query counts ---------------------------------------------------------------------------
 
 

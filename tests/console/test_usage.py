@@ -158,6 +158,21 @@ def test_a_member_limited_to_a_project_sees_its_usage_only(
     assert rows[1:] == [["2025-03-10", "Inference", "h100", "2.000", "7200.000"]]
 
 
+def test_a_project_named_like_a_formula_is_text_in_the_csv(
+    build: Builder, member: Member, cluster_id: uuid.UUID
+) -> None:
+    name = '=HYPERLINK("http://x","y")'
+    _used(Log(build.project(member.organization, name), cluster_id), "2025-03-10T10:00:00", 60, 1)
+    catch_up()
+    client = Client()
+    client.force_login(member.user)
+
+    download = client.get("/usage.csv", {"month": "2025-03"})
+
+    rows = list(csv.reader(io.StringIO(download.content.decode())))
+    assert rows[1:] == [["2025-03-10", f"'{name}", "h100", "1.000", "3600.000"]]
+
+
 def test_the_usage_page_costs_the_same_queries_for_few_rows_as_for_many(
     build: Builder, member: Member, cluster_id: uuid.UUID, django_assert_max_num_queries: object
 ) -> None:

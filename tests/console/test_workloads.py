@@ -270,6 +270,28 @@ def test_the_page_shows_assignments_and_output_and_follows_it_from_the_cursor(
     _page(client, f"{url}?partial=logs&cursor=x", 400)
 
 
+NOT_POSITIONS = [
+    pytest.param("x", id="not-digits"),
+    pytest.param("\N{SUPERSCRIPT TWO}", id="a-digit-to-isdigit-not-to-int"),
+    pytest.param("9" * 4301, id="more-digits-than-int-reads"),
+    pytest.param(str(2**63), id="past-a-bigint"),
+    pytest.param("-1", id="negative"),
+]
+
+
+@pytest.mark.parametrize("cursor", NOT_POSITIONS)
+def test_a_logs_cursor_that_is_not_a_position_is_a_400(member: Member, cursor: str) -> None:
+    ready_fleet(nodes=1)
+    workload = _submit(member.project)
+
+    response = _client(member).get(
+        f"/workloads/{workload.pk}", {"partial": "logs", "cursor": cursor}
+    )
+
+    assert response.status_code == 400
+    assert response.content.decode() == "cursor: not a position"
+
+
 @live
 def test_the_page_costs_the_same_queries_for_a_short_timeline_as_for_a_long_one(
     member: Member, in_process: None, django_assert_max_num_queries: Any
