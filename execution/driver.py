@@ -25,6 +25,7 @@ NOT_NEEDED: StepDetails = {"not_needed": "agent node: an existing server with it
 
 class AgentDriver(ProvisioningDriver):
     name = "agent"
+    runs_programs = True
 
     def allocate_server(self, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         return dict(NOT_NEEDED)

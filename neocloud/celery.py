@@ -21,11 +21,21 @@ from celery import Celery, Task, signals
 
 from neocloud.core.correlation import correlation_bind, correlation_current, correlation_reset
 from neocloud.core.logs import structlog_configure
+from neocloud.core.startup import settings_load_or_exit
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "neocloud.settings")
 
 app = Celery("neocloud")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+@app.on_configure.connect
+def _settings_load(**kwargs: Any) -> None:
+    """Celery's configuration is the settings, first read while ``celery`` parses its
+    command line: a missing variable is then one line, not a traceback."""
+    settings_load_or_exit()
+
+
 app.autodiscover_tasks()
 
 # Not Celery's own ``correlation_id`` (a message property holding the task's id).

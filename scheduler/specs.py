@@ -102,8 +102,8 @@ class WorkloadSpec:
     reservation: uuid.UUID | None = None
     price_plan: PricePlan | None = None  # None: follows from the workload (the usual)
     offering: str | None = None  # catalog offering slug it was ordered from
-    # What it runs (``services.program.check_program`` holds the bounds). Nothing executes
-    # it yet: the node agent that will is later work.
+    # What it runs (``services.program.check_program`` holds the bounds). Where node agents
+    # run it, work without an image needs a command (``services.submission``).
     command: tuple[str, ...] = ()  # argv; () = the image's own entrypoint
     image: str | None = None  # an OCI reference; None = the node's environment
     env: Mapping[str, str] = field(default_factory=dict)  # plain variables

@@ -30,8 +30,8 @@ DEMO_ENV_DROPPED = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "DJANGO_
 
 
 class Demo:
-    def __init__(self, url: str, key: str) -> None:
-        self.url, self.key = url, key
+    def __init__(self, url: str, key: str, process: subprocess.Popen[bytes]) -> None:
+        self.url, self.key, self.process = url, key, process
 
     def call(self, path: str, body: dict[str, Any] | None = None) -> Any:
         request = urllib.request.Request(  # noqa: S310 - the test's own server
@@ -80,9 +80,10 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
             if time.monotonic() > deadline:
                 pytest.fail(f"the demo did not answer in time:\n{log_path.read_text()}")
             time.sleep(0.2)
-        yield Demo(f"http://127.0.0.1:{port}", key_file.read_text().strip())
+        yield Demo(f"http://127.0.0.1:{port}", key_file.read_text().strip(), process)
     finally:
-        os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: the demo stops its agent
+        with suppress(ProcessLookupError):  # a test may have stopped it
+            os.killpg(process.pid, signal.SIGINT)  # as Ctrl-C: the demo stops its agent
         try:
             process.wait(20)
         finally:
@@ -169,3 +170,38 @@ def test_work_waiting_in_the_demo_gets_an_estimated_start(demo: Demo) -> None:
         time.sleep(1)
     assert "runtime_estimates" in shown["estimate_basis"]
     assert shown["estimated_start_range"]["earliest"] <= shown["estimated_start"]
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """The processes whose parent is ``pid``, with their command lines."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if parent == pid:
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                found.append((int(stat.parent.name), cmdline.decode()))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Neither gone nor a zombie (an orphan's parent may never reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_to_the_demo_stops_its_agent(demo: Demo) -> None:
+    """As a service manager or ``docker stop`` ends it: SIGTERM to the demo alone, not its
+    group (Ctrl-C in a terminal signals the agent too)."""
+    (agent,) = [pid for pid, cmdline in _children(demo.process.pid) if "agent.cli" in cmdline]
+
+    demo.process.send_signal(signal.SIGTERM)
+
+    demo.process.wait(20)
+    deadline = time.monotonic() + 5
+    while _running(agent):
+        assert time.monotonic() < deadline, "the demo's agent still runs"
+        time.sleep(0.1)

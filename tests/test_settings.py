@@ -116,6 +116,35 @@ def test_the_demo_has_debug_and_its_own_key(tmp_path: Path) -> None:
     assert setting("SECRET_KEY", demo).startswith("insecure-demo-key")
 
 
+@pytest.mark.parametrize(
+    ("program", "entry_point"),
+    [
+        ("manage.py", [sys.executable, "manage.py", "create_organization", "--help"]),
+        ("-c", [sys.executable, "-c", "import neocloud.wsgi"]),  # as gunicorn loads it
+        ("celery", [str(Path(sys.executable).with_name("celery")), "-A", "neocloud", "worker"]),
+    ],
+    ids=["manage.py", "wsgi", "celery"],
+)
+def test_a_missing_setting_is_one_line_naming_it(program: str, entry_point: list[str]) -> None:
+    env = {k: v for k, v in PRODUCTION.items() if k != "SECRET_KEY"}
+    base = {name: os.environ[name] for name in ("PATH", "HOME", "LANG") if name in os.environ}
+
+    result = subprocess.run(
+        entry_point,
+        env={**base, "DJANGO_SETTINGS_MODULE": "neocloud.settings", **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        f"{program}: SECRET_KEY must be set (only the demo, NEOCLOUD_DEMO=1 as `make demo`"
+        " sets, has one)"
+    ]
+
+
 def test_the_demo_refuses_a_production_database() -> None:
     result = manage("check", env={**PRODUCTION, "NEOCLOUD_DEMO": "1"})
 

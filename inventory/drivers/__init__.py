@@ -26,10 +26,18 @@ DRIVERS = {
 
 def driver(name: str = "") -> ProvisioningDriver:
     """The driver called ``name`` (a node's own), else the deployment's."""
+    return _driver_class(name)()
+
+
+def runs_programs(name: str = "") -> bool:
+    """Whether the driver called ``name`` (else the deployment's) runs workloads' programs."""
+    return _driver_class(name).runs_programs
+
+
+def _driver_class(name: str) -> type[ProvisioningDriver]:
     name = name or settings.PROVISIONING_DRIVER
-    path = DRIVERS.get(name, name)
-    driver_class: type[ProvisioningDriver] = import_string(path)
-    return driver_class()
+    driver_class: type[ProvisioningDriver] = import_string(DRIVERS.get(name, name))
+    return driver_class
 
 
 __all__ = [
@@ -42,4 +50,5 @@ __all__ = [
     "StepFailed",
     "WorkloadRun",
     "driver",
+    "runs_programs",
 ]

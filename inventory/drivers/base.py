@@ -88,6 +88,9 @@ class ProvisioningDriver(ABC):
     """One method per step; each returns details worth recording (ids, addresses)."""
 
     name: ClassVar[str]
+    # Whether its runs execute the workload's program: then a workload without an image
+    # needs a command (the simulated driver runs nothing, so it needs neither).
+    runs_programs: ClassVar[bool] = False
 
     def run_step(self, step: str, node: NodeSpec, *, idempotency_key: str) -> StepDetails:
         if step not in PROVISION_STEPS + TEARDOWN_STEPS:

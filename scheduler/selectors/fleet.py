@@ -46,6 +46,7 @@ class NodeShape:
     gpus: int
     cpu_milli: int
     memory_mib: int
+    driver: str = ""  # its own provisioning driver ("": the deployment's)
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,12 @@ def _read() -> FleetFacts:
         nodes_in_service()
         .filter(gpu_model__isnull=False)
         .annotate(gpu_count=Count("gpus"))
-        .values_list("cluster_id", "gpu_model_id", "gpu_count", "cpu_milli", "memory_mib")
+        .values_list("cluster_id", "gpu_model_id", "gpu_count", "cpu_milli", "memory_mib", "driver")
         .order_by()
     )
-    for cluster_id, model, gpus, cpu_milli, memory_mib in rows:
-        nodes.setdefault(cluster_id, []).append(NodeShape(model, gpus, cpu_milli, memory_mib))
+    for cluster_id, model, gpus, cpu_milli, memory_mib, driver in rows:
+        shape = NodeShape(model, gpus, cpu_milli, memory_mib, driver)
+        nodes.setdefault(cluster_id, []).append(shape)
     return FleetFacts(
         gpu_models=dict(GpuModel.objects.values_list("slug", "shareable")),
         priority_classes={

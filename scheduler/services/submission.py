@@ -16,6 +16,7 @@ from django.db.models import Q
 
 from events import store
 from events.store import NO_STREAM
+from inventory import drivers
 from inventory.models import Cluster
 from neocloud.core.errors import ValidationFailed
 from scheduler import events as ev
@@ -23,7 +24,7 @@ from scheduler import triggers
 from scheduler.errors import QuotaExceeded, Unschedulable
 from scheduler.models import Reservation, ReservationStatus, Workload
 from scheduler.selectors import priority_of
-from scheduler.selectors.fleet import FleetFacts, fleet_facts
+from scheduler.selectors.fleet import FleetFacts, NodeShape, fleet_facts
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
 from scheduler.services.standing import check_approval, check_standing, check_waiting
@@ -84,6 +85,7 @@ def check_submission(
     plan = _price_plan(spec, preemptible)
     cluster = cluster_for(spec, facts)
     _check_fits(spec, cluster, facts)
+    _check_command_given(spec, cluster, facts)
     quotas = list(  # one read for the quota and the month's GPU-hours
         Quota.objects.filter(
             Q(project__isnull=True) | Q(project=project), organization_id=organization.pk
@@ -159,18 +161,8 @@ def _price_plan(spec: WorkloadSpec, preemptible: bool) -> PricePlan:
 
 def _check_fits(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> None:
     """Refuse what no node of the cluster could ever hold: it would wait forever."""
-    shapes = [
-        s
-        for s in facts.nodes.get(cluster.pk, ())
-        if not spec.gpu_models or s.gpu_model in spec.gpu_models
-    ]
-    fitting = sum(
-        1
-        for s in shapes
-        if s.gpus >= spec.gpus_per_node
-        and s.cpu_milli >= spec.cpu_milli
-        and s.memory_mib >= spec.memory_mib
-    )
+    shapes = _of_its_models(spec, cluster, facts)
+    fitting = sum(1 for s in shapes if _holds(s, spec))
     needed = spec.min_nodes or spec.nodes
     if fitting < needed:
         largest = max((s.gpus for s in shapes), default=0)
@@ -180,6 +172,38 @@ def _check_fits(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> None
             f" {largest} GPUs); the workload needs {needed}",
             fields={"gpus_per_node": ["too_large"]},
         )
+
+
+def _check_command_given(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> None:
+    """Refuse work without a command or an image that may be placed on a node whose driver
+    runs programs: its agent would have nothing to start, and the run would fail only then.
+    With an image, a container runtime starts the image's own entrypoint."""
+    if spec.command or spec.image is not None:
+        return
+    shapes = _of_its_models(spec, cluster, facts)
+    if any(_holds(s, spec) and drivers.runs_programs(s.driver) for s in shapes):
+        raise invalid(
+            "command",
+            f"a command is required without an image: cluster {cluster.slug} has nodes it may"
+            " be placed on that run workloads for real",
+            "required",
+        )
+
+
+def _of_its_models(spec: WorkloadSpec, cluster: Cluster, facts: FleetFacts) -> list[NodeShape]:
+    return [
+        s
+        for s in facts.nodes.get(cluster.pk, ())
+        if not spec.gpu_models or s.gpu_model in spec.gpu_models
+    ]
+
+
+def _holds(shape: NodeShape, spec: WorkloadSpec) -> bool:
+    return (
+        shape.gpus >= spec.gpus_per_node
+        and shape.cpu_milli >= spec.cpu_milli
+        and shape.memory_mib >= spec.memory_mib
+    )
 
 
 def _check_quota(project: Project, spec: WorkloadSpec, quotas: list[Quota]) -> None:

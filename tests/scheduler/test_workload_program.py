@@ -14,6 +14,8 @@ from django.db import connection
 from django.utils import timezone
 
 from events.models import Event
+from inventory import services as inventory
+from inventory.models import Cluster, GpuModel
 from scheduler.events import WorkloadSubmitted
 from scheduler.models import Workload
 from scheduler.specs import PROGRAM_FIELDS
@@ -185,3 +187,71 @@ def test_a_submission_recorded_before_programs_still_replays(world: dict[str, An
     )
     assert row.endpoints == []
     assert Workload.objects.get(pk=response.json()["id"]).command == PROGRAM["command"]
+
+
+WITHOUT_A_COMMAND = {  # every path a submission takes: each is refused the same way
+    "submit": ("/api/v1/workloads", {}),
+    "dry-run": ("/api/v1/workloads?dry_run=true", {}),
+    "array": ("/api/v1/workloads/batch", {"array": {"count": 3}}),
+}
+
+
+def job_without_a_command(world: dict[str, Any], path: str, **fields: Any) -> Any:
+    body = {"project": str(world["project"].pk), "name": "train", "gpu_models": ["h100"]}
+    return client_with_key(world["key"]).post(path, {**body, **fields}, format="json")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("case", list(WITHOUT_A_COMMAND), ids=list(WITHOUT_A_COMMAND))
+def test_no_command_nor_image_is_refused_where_agents_run_the_work(
+    world: dict[str, Any], settings: Any, case: str
+) -> None:
+    settings.PROVISIONING_DRIVER = "agent"  # every node's runs are its agent's
+    path, fields = WITHOUT_A_COMMAND[case]
+    events, rows = Event.objects.count(), Workload.objects.count()
+
+    response = job_without_a_command(world, path, **fields)
+
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert (error["code"], error["fields"]) == ("invalid", {"command": ["required"]})
+    assert (Event.objects.count(), Workload.objects.count()) == (events, rows)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("gpu_models", "status"),
+    [(["l4"], 400), (["h100"], 201), ([], 400)],
+    ids=["its-model-has-an-agent-node", "only-simulated-nodes", "any-model"],
+)
+def test_a_node_run_by_its_own_agent_needs_a_command_of_work_it_may_hold(
+    world: dict[str, Any], gpu_models: list[str], status: int
+) -> None:
+    """The demo's fleet: simulated nodes, and one of its own driver, ``agent``."""
+    shop = Cluster.objects.get(slug="eu-west-1")
+    run(
+        inventory.node_register,
+        cluster=shop,
+        name="l4-agent",
+        gpu_model=GpuModel.objects.get(slug="l4"),
+        cpu_milli=96_000,
+        memory_mib=1_048_576,
+        gpus=[inventory.GpuSlot(index=i) for i in range(4)],
+        driver="agent",
+    )
+
+    response = job_without_a_command(world, "/api/v1/workloads", gpu_models=gpu_models)
+
+    assert response.status_code == status, response.content
+
+
+@pytest.mark.django_db
+def test_an_image_without_a_command_runs_its_entrypoint(
+    world: dict[str, Any], settings: Any
+) -> None:
+    settings.PROVISIONING_DRIVER = "agent"
+
+    response = job_without_a_command(world, "/api/v1/workloads", image="ghcr.io/acme/train:1")
+
+    assert response.status_code == 201, response.content
+    assert Workload.objects.get(pk=response.json()["id"]).command == []

@@ -16,6 +16,7 @@ import ipaddress
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -63,19 +64,38 @@ class Command(BaseCommand):
         consumers_start(projection_consumers(), stop)
         threading.Thread(target=_tick, args=(stop,), name="scheduler-tick", daemon=True).start()
         logging.getLogger("django.server").addFilter(_WithoutAgentRequests())
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _exit_on_signal)
         agent = _agent_start(options["addrport"])
-        self.stdout.write(
-            f"console:           http://{options['addrport']}/  (sign in as"
-            f" {CUSTOMER[0]} / {CUSTOMER[1]})"
-        )
-        threading.Thread(target=_agent_node_provision, args=(stop,), daemon=True).start()
         try:
+            self.stdout.write(
+                f"console:           http://{options['addrport']}/  (sign in as"
+                f" {CUSTOMER[0]} / {CUSTOMER[1]})"
+            )
+            threading.Thread(target=_agent_node_provision, args=(stop,), daemon=True).start()
             # No autoreloader: it would run the server in a child without our workers.
             call_command("runserver", options["addrport"], use_reloader=False)
         finally:
             stop.set()
-            agent.terminate()  # the agent leaves its runs running, as on a real server
-            agent.wait(10)
+            _agent_stop(agent)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM's (and SIGHUP's) default ends the process at once, skipping the ``finally``
+    that stops the agent, which then ran on with no server to report to: exit as Ctrl-C
+    does instead."""
+    raise SystemExit(128 + signum)
+
+
+def _agent_stop(agent: subprocess.Popen[bytes]) -> None:
+    """The agent leaves its runs running, as on a real server; one that does not stop in
+    time is killed."""
+    agent.terminate()
+    try:
+        agent.wait(10)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
 
 
 def env_allow_public() -> bool:
