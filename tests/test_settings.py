@@ -4,6 +4,7 @@ the documented production environment passing Django's deployment checks."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ PRODUCTION = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
     "SECURE_HSTS_PRELOAD": "1",
+    "METRICS_TOKEN": "prometheus-scrape-token-example",
+    "TRUSTED_PROXY_COUNT": "1",
 }
 
 
@@ -49,6 +52,16 @@ def setting(name: str, env: dict[str, str]) -> str:
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().splitlines()[-1]
+
+
+def test_readmes_production_environment_is_the_one_tested_here() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = (
+        readme.split("## Production processes", 1)[1].split("```sh", 1)[1].split("\n.venv", 1)[0]
+    )
+    named = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=", block))
+
+    assert named == set(PRODUCTION)
 
 
 def test_the_production_environment_passes_the_deployment_checks() -> None:
