@@ -308,6 +308,11 @@ WAITING_WORKLOADS_PER_ORGANIZATION = int(
     os.environ.get("WAITING_WORKLOADS_PER_ORGANIZATION", "20000")
 )
 WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJECT", "10000"))
+# Estimates and dry runs (each runs the engine over a cluster's line) an organization may ask
+# for a minute, through the API and the console together; past it 429 throttled.
+FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(
+    os.environ.get("FORECASTS_PER_MINUTE_PER_ORGANIZATION", "30")
+)
 # Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
 REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
 AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))

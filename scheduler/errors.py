@@ -44,6 +44,14 @@ class TooMuchWaiting(ApplicationError):
     http_status = 409
 
 
+class ForecastsExhausted(ApplicationError):
+    """The organization asked for more estimates and dry runs this minute than it may: each
+    runs the engine over the whole line (``FORECASTS_PER_MINUTE_PER_ORGANIZATION``)."""
+
+    code = "throttled"
+    http_status = 429
+
+
 class ApprovalRequired(ApplicationError):
     """More GPUs than the approval threshold start only through an approved order."""
 

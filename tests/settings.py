@@ -21,6 +21,7 @@ os.environ.setdefault("METRICS_TENANT_LABELS", "true")
 os.environ.setdefault("PASSWORD_RESETS_PER_HOUR", "100000")
 os.environ.setdefault("PASSWORD_RESETS_PER_EMAIL_PER_HOUR", "100000")
 os.environ.setdefault("SIGNUPS_PER_HOUR", "100000")
+os.environ.setdefault("FORECASTS_PER_MINUTE_PER_ORGANIZATION", "100000")
 if os.environ.get("DATABASE_URL"):
     os.environ.setdefault("STRIPE_API_KEY", "sk_test_neocloud")
     os.environ.setdefault("STRIPE_WEBHOOK_SECRET", "whsec_neocloud_tests")

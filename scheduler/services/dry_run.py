@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.services.standing import check_forecast_rate
 from scheduler.services.submission import check_submission
 from scheduler.snapshot import (
     cluster_usage,
@@ -47,6 +48,7 @@ def workload_dry_run(*, actor: Actor, project: Project, spec: WorkloadSpec) -> D
     """What ``workload_submit`` would refuse (the same errors), else what the engine would
     decide for the workload now."""
     submitted = check_submission(actor=actor, project=project, spec=spec)
+    check_forecast_rate(project.organization_id)
     now = timezone.now()
     view = cluster_view(submitted.cluster_id)
     usage = cluster_usage(submitted.cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)

@@ -15,13 +15,14 @@ from collections.abc import Mapping
 from django.conf import settings
 from django.db.models import Count, Q
 
+from neocloud.core import ratelimit
 from scheduler import hooks
-from scheduler.errors import ApprovalRequired, TooMuchWaiting
+from scheduler.errors import ApprovalRequired, ForecastsExhausted, TooMuchWaiting
 from scheduler.models import WAITING_STATUSES, Workload
 from scheduler.standing import check_standing
 from tenants.models import Organization, Project
 
-__all__ = ["check_approval", "check_standing", "check_waiting"]
+__all__ = ["check_approval", "check_forecast_rate", "check_standing", "check_waiting"]
 
 
 def check_waiting(*, organization: Organization, adding: Mapping[Project, int]) -> None:
@@ -80,4 +81,18 @@ def check_approval(gpus: int, field: str, order_id: uuid.UUID | None) -> None:
     )
     raise ApprovalRequired(
         message, fields={field: [message]}, details={"gpus": gpus, "threshold": threshold}
+    )
+
+
+def check_forecast_rate(organization_id: uuid.UUID) -> None:
+    """An estimate or a dry run runs the engine over the cluster's whole line (seconds of CPU
+    at 20,000 waiting), so an organization may ask for so many a minute, through the API and
+    the console alike."""
+    limit = settings.FORECASTS_PER_MINUTE_PER_ORGANIZATION
+    if ratelimit.allow("forecasts", str(organization_id), limit=limit, window_s=60):
+        return
+    raise ForecastsExhausted(
+        f"more than {limit} estimates and dry runs this minute for this organization: ask"
+        " again in a minute",
+        details={"limit_per_minute": limit, "retry_after_s": 60},
     )

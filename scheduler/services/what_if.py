@@ -33,6 +33,7 @@ from scheduler.models import Reservation as ReservationRow
 from scheduler.models import Workload
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
 from scheduler.selectors.forecasts import ForecastInputs, forecast_inputs
+from scheduler.services.standing import check_forecast_rate
 from scheduler.services.submission import check_submission
 from scheduler.snapshot import ClusterView, request_of, waiting_of
 from scheduler.specs import PricePlan, WorkloadSpec
@@ -81,6 +82,7 @@ def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> 
     added to the waiting work, restricted to that model), and its price per hour. Soonest
     first; the models it could never start on last."""
     plan = PricePlan(check_submission(actor=actor, project=project, spec=spec).price_plan)
+    check_forecast_rate(project.organization_id)
     now = timezone.now()
     facts = fleet_facts()
     inputs: dict[uuid.UUID, ForecastInputs] = {}

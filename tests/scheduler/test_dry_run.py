@@ -217,3 +217,28 @@ def test_the_project_is_the_callers_and_viewers_cannot_dry_run(
     viewer = _client(build, tenant, Role.VIEWER)
     assert viewer.post(DRY_RUN, _body(tenant), format="json").status_code == 403
     assert _client(build, tenant).post(DRY_RUN, _body(tenant), format="json").status_code == 200
+
+
+def test_estimates_and_dry_runs_are_bounded_per_organization(
+    build: Builder, tenant: Tenant, in_process: None, settings: Any
+) -> None:
+    settings.FORECASTS_PER_MINUTE_PER_ORGANIZATION = 2
+    ready_fleet(nodes=1, gpus=8)
+    client = _client(build, tenant)
+    other = build.organization("Initech")
+    other_client = _client(build, Tenant(other, build.project(other, "Research")))
+
+    dry = client.post(DRY_RUN, _body(tenant), format="json")
+    estimate = client.post("/api/v1/workloads/estimate", _body(tenant), format="json")
+    third = client.post(DRY_RUN, _body(tenant), format="json")
+    elsewhere = other_client.post(
+        DRY_RUN,
+        {"project": str(other.project_set.get().pk), "name": "p", "gpu_models": ["h100"]},
+        format="json",
+    )
+
+    assert (dry.status_code, estimate.status_code) == (200, 200), estimate.json()
+    assert third.status_code == 429, third.json()
+    assert third.json()["error"]["code"] == "throttled"
+    assert third.json()["error"]["details"] == {"limit_per_minute": 2, "retry_after_s": 60}
+    assert elsewhere.status_code == 200, elsewhere.json()  # another organization's own count
