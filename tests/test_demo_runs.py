@@ -1,7 +1,7 @@
 """``manage.py demo`` for real, as ``make demo`` runs it: a server process with its own SQLite,
 the in-process workers and one real node agent with fake GPUs. A job with a command, submitted
 with the demo key, runs on the agent's node and prints its CUDA_VISIBLE_DEVICES into its logs,
-as README shows; then it is metered."""
+as the demo tour (docs/getting-started/demo.md) shows; then it is metered."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_a_job_with_a_command_runs_under_the_demos_agent_and_prints_its_gpus(dem
 def test_a_new_user_signs_in_submits_a_job_and_watches_it_run_and_be_metered(
     demo: Demo, page: Page
 ) -> None:
-    """README's promise for ``make demo``, in the browser: the console at ``/``."""
+    """The demo tour's promise for ``make demo``, in the browser: the console at ``/``."""
     page.goto(f"{demo.url}/")
     page.get_by_label("E-mail").fill("demo@neocloud.local")
     page.get_by_label("Password").fill("demo")

@@ -1,5 +1,5 @@
-"""docs/security.md claims only what a test shows: every statement in its lists names at
-least one test, and every test it names exists."""
+"""docs/operations/security.md claims only what a test shows: every statement in its lists
+names at least one test, and every test it names exists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "security.md"
+PAGE = ROOT / "docs" / "operations" / "security.md"
 REFERENCE = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 

@@ -1,5 +1,5 @@
-"""The operators' commands, on PostgreSQL with real commits, and README's runbook through them:
-from an empty database to a first invoice."""
+"""The operators' commands, on PostgreSQL with real commits, and the install runbook
+(docs/operations/install.md) through them: from an empty database to a first invoice."""
 
 from __future__ import annotations
 

@@ -175,7 +175,7 @@ def test_the_eventstore_benchmark_prints_its_figures_as_json() -> None:
 def test_demo_job_is_scheduled_runs_and_succeeds_on_the_embedded_default(  # type: ignore[no-untyped-def]
     settings, tmp_path
 ) -> None:
-    """What the README's demo shows: a job submitted with the demo key runs on the demo fleet
+    """What the demo tour shows: a job submitted with the demo key runs on the demo fleet
     and finishes, with tasks and cycles in process."""
     from neocloud.celery import app as celery_app
     from scheduler import scheduling, tasks

@@ -54,11 +54,9 @@ def setting(name: str, env: dict[str, str]) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def test_readmes_production_environment_is_the_one_tested_here() -> None:
-    readme = (ROOT / "README.md").read_text()
-    block = (
-        readme.split("## Production processes", 1)[1].split("```sh", 1)[1].split("\n.venv", 1)[0]
-    )
+def test_the_documented_production_environment_is_the_one_tested_here() -> None:
+    page = (ROOT / "docs" / "operations" / "processes.md").read_text()
+    block = page.split("# Production processes", 1)[1].split("```sh", 1)[1].split("\n.venv", 1)[0]
     named = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=", block))
 
     assert named == set(PRODUCTION)

@@ -18,7 +18,7 @@ needs_promtool = pytest.mark.skipif(
     reason="promtool is not on PATH (Debian's prometheus package; scripts/with-services.sh"
     " installs it where it can)",
 )
-README = Path(__file__).resolve().parents[2] / "README.md"
+METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations" / "monitoring.md"
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +44,7 @@ def test_the_scrape_configuration_passes_promtool() -> None:
 
 
 def test_rules_and_dashboard_name_only_documented_metrics() -> None:
-    documented = set(re.findall(r"^\| `(neocloud_\w+)`", README.read_text(), re.MULTILINE))
+    documented = set(re.findall(r"^\| `(neocloud_\w+)`", METRICS_PAGE.read_text(), re.MULTILINE))
     used = set()
     for path in (DEPLOY / "prometheus" / "alerts.yml", DEPLOY / "grafana" / "neocloud.json"):
         used |= set(re.findall(r"neocloud_[a-z_]+", path.read_text()))

@@ -1,5 +1,6 @@
-"""README's roles and actions tables say what ``tenants.access`` does: the same actions, the
-same roles, scopes and suspension rule, and the same widest key scopes per role."""
+"""The roles and actions tables of docs/user-guide/organizations.md say what ``tenants.access``
+does: the same actions, the same roles, scopes and suspension rule, and the same widest key
+scopes per role."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from pathlib import Path
 from tenants.access import OPERATORS, PERMISSIONS, ROLE_SCOPES, Action, Permission
 from tenants.models import Role, Scope
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "user-guide" / "organizations.md"
 
 
 def table(header: str) -> list[list[str]]:
-    """The rows of README's table that starts with ``header``, as cells."""
-    lines = README.read_text().splitlines()
+    """The rows of the page's table that starts with ``header``, as cells."""
+    lines = PAGE.read_text().splitlines()
     start = lines.index(header) + 2
     rows = []
     for line in lines[start:]:
