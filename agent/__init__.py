@@ -1,7 +1,7 @@
 """The node agent: runs a node's assignments and reports on them to the control plane.
 
 It imports nothing of the control plane (no Django, none of the project's apps): it speaks to
-it only over HTTP, by the contract of issue 13 (README "The node agent").
+it only over HTTP, by the contract of issue 13 (docs/operations/node-agent.md).
 """
 
 VERSION = "0.1.0"

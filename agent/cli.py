@@ -1,4 +1,4 @@
-"""``neocloud-agent``: the node agent's entry point (README "The node agent")."""
+"""``neocloud-agent``: the node agent's entry point (docs/operations/node-agent.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``/healthz`` and ``/readyz`` for load balancers and orchestrators (README, "Health
-checks"). Neither authenticates: they say only which checks pass and, in a few words, what
-failed (a consumer's name, a count), never data or an error's text, which the log gets."""
+"""``/healthz`` and ``/readyz`` for load balancers and orchestrators (docs/operations/monitoring.md,
+"Health checks"). Neither authenticates: they say only which checks pass and, in a few words,
+what failed (a consumer's name, a count), never data or an error's text, which the log gets."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ if not SECRETS_KEYS:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
-# --- HTTPS (the production environment in README sets these; off for plain-HTTP local runs) ---
+# --- HTTPS (docs/operations/processes.md's environment sets these; off for plain HTTP) -------
 # Behind a TLS-terminating proxy: "HTTP_X_FORWARDED_PROTO,https" trusts its header. Only set it
 # when the proxy overwrites that header on every request.
 _proxy_ssl_header = env_list("SECURE_PROXY_SSL_HEADER", "")
@@ -267,7 +267,7 @@ CELERY_BEAT_SCHEDULE = {
 # Consumers wait on LISTEN/NOTIFY on PostgreSQL; this is the poll fallback (and SQLite's pace).
 EVENTS_POLL_INTERVAL_S = float(os.environ.get("EVENTS_POLL_INTERVAL_S", "1.0"))
 
-# --- Metrics (README "Metrics") -----------------------------------------------------------------
+# --- Metrics (docs/operations/monitoring.md) ----------------------------------------------------
 # A scrape of /metrics carries ``Authorization: Bearer $METRICS_TOKEN``; with no token set only
 # these peers (REMOTE_ADDR, the direct peer) may scrape. Behind a proxy on the same host every
 # client is a loopback peer, so outside the embedded default no peer is allowed unless the

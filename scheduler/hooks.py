@@ -1,6 +1,7 @@
 """What scheduling learns from other apps, and tells them, without importing them: apps
 that depend on the scheduler (orders, billing, metering) register here in their
-``AppConfig.ready`` (``neocloud.core.hooks``; the README's table lists them all).
+``AppConfig.ready`` (``neocloud.core.hooks``; the table of docs/architecture/scheduling-service.md
+lists them all).
 
 - ``payment_check`` (``first``): takes the organization and answers None (it may start work)
   or the reason it may not, e.g. ``"invoice INV-0042 is unpaid"``: new work is then refused

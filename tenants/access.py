@@ -90,7 +90,8 @@ class Permission:
     starts_something: bool = False  # refused while the organization is suspended
 
 
-# The whole truth of who may do what; README's table of actions is checked against it.
+# The whole truth of who may do what; docs/user-guide/organizations.md's table of actions is
+# checked against it.
 PERMISSIONS: dict[Action, Permission] = {
     Action.ORGANIZATION_READ: Permission(ALL_ROLES, Scope.READ),
     Action.ORGANIZATION_UPDATE: Permission(MANAGERS, Scope.WRITE),

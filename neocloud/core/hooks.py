@@ -1,7 +1,7 @@
 """Hooks: how an app asks something of, or tells something to, the apps that depend on it,
 without importing them. The app that calls a hook declares it (``scheduler.hooks``,
 ``inventory.hooks``); the apps that answer register a function in their
-``AppConfig.ready``. The README lists every hook.
+``AppConfig.ready``. docs/architecture/scheduling-service.md lists every hook.
 
 A hook is called one of three ways, as its declaration's docstring says:
 

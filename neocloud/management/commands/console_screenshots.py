@@ -1,4 +1,4 @@
-"""``manage.py console_screenshots``: pictures of the console's main pages, for README.
+"""``manage.py console_screenshots``: pictures of the console's main pages, for the docs.
 
 Drives Chromium (the distribution's, through Playwright: ``pip install -e '.[dev]'``) against
 a running NeoCloud, signed in as a customer; by default the demo's, at ``make demo``'s

@@ -18,7 +18,7 @@ from scheduler.simulator import atc23, estimates, fill, report, timed, trace, wo
 from scheduler.simulator.placers import POLICIES
 
 # The forecast's steps in the simulation (see ``Horizon``): finer than the default, measured
-# in README ("Start-time estimates, measured").
+# in docs/benchmarks/estimates-accuracy.md.
 ESTIMATE_HORIZON = Horizon(step_share=0.01)
 
 
