@@ -12,25 +12,12 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.deploy import ENV_FILE, GENERATED, env_file_variables, production_environment
+
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTION = {
-    "DATABASE_URL": "postgres://neocloud@db.example:5432/neocloud",
-    "REDIS_URL": "redis://redis.example:6379/0",
-    "SECRET_KEY": "k7#Qv9!pZx2@Lm4$Rt6^Wy8&Bn1*Cd3(Ef5)Gh7-Ij9_Kl0+Mn2=Op4",
-    "SECRETS_KEYS": "c2VjcmV0cy1rZXktb2YtdGhlLXByb2R1Y3Rpb24tZQ==",
-    "ALLOWED_HOSTS": "api.example.com",
-    "STRIPE_API_KEY": "sk_live_example",
-    "STRIPE_WEBHOOK_SECRET": "whsec_example",
-    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO,https",
-    "SECURE_SSL_REDIRECT": "1",
-    "SESSION_COOKIE_SECURE": "1",
-    "CSRF_COOKIE_SECURE": "1",
-    "SECURE_HSTS_SECONDS": "31536000",
-    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
-    "SECURE_HSTS_PRELOAD": "1",
-    "METRICS_TOKEN": "prometheus-scrape-token-example",
-    "TRUSTED_PROXY_COUNT": "1",
-}
+# deploy/neocloud.env.example, the documented production environment, with a throwaway value for
+# each one the file leaves to be generated.
+PRODUCTION = production_environment()
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -54,12 +41,21 @@ def setting(name: str, env: dict[str, str]) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def test_the_documented_production_environment_is_the_one_tested_here() -> None:
+def test_the_documented_production_environment_is_the_env_file() -> None:
     page = (ROOT / "docs" / "operations" / "processes.md").read_text()
-    block = page.split("# Production processes", 1)[1].split("```sh", 1)[1].split("\n.venv", 1)[0]
-    named = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=", block))
+    included = re.findall(r'^--8<-- "([^"]+)"$', page, flags=re.MULTILINE)
 
-    assert named == set(PRODUCTION)
+    assert included == [ENV_FILE.relative_to(ROOT).as_posix()]
+
+
+def test_the_env_file_leaves_empty_only_what_must_be_generated() -> None:
+    variables = env_file_variables()
+
+    assert {name for name, value in variables.items() if not value} == set(GENERATED)
+    assert set(PRODUCTION) == set(variables)
+    assert {n: v for n, v in PRODUCTION.items() if n not in GENERATED} == {
+        n: v for n, v in variables.items() if n not in GENERATED
+    }
 
 
 def test_the_production_environment_passes_the_deployment_checks() -> None:
