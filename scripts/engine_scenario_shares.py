@@ -21,7 +21,7 @@ def main() -> int:
     os.environ.setdefault("NEOCLOUD_ENGINE", "python")
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from scheduler.engine import Policy, Snapshot, schedule
+    from scheduler.engine import Policy, Request, Snapshot, schedule
     from tests.strategies import NOW, reached, scenarios
 
     examples = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
@@ -36,7 +36,7 @@ def main() -> int:
         suppress_health_check=list(HealthCheck),
     )
     @given(scenarios())
-    def draw(scenario: tuple[Snapshot, list, Policy]) -> None:
+    def draw(scenario: tuple[Snapshot, list[Request], Policy]) -> None:
         nonlocal drawn
         snapshot, pending, policy = scenario
         drawn += 1

@@ -151,6 +151,7 @@ def _preempt(
         cluster.running,
         cluster.policy.reservations,
         cluster.shapes,
+        now,
     )
     if found is None:
         return None
