@@ -216,9 +216,9 @@ def _scenario(
 def crowded(draw: st.DrawFn) -> tuple[Snapshot, list[Request], Policy]:
     """A full cluster of low-priority preemptible work, and higher-priority arrivals (priority
     preemption)."""
-    fleet = _uniform_fleet(draw, 1, 4)
+    fleet = _uniform_fleet(draw, 2, 4)
     running = draw(_work("old", QUEUES, (0, 1), (4, 12), preemptible=True))
-    arriving = draw(_work("new", QUEUES, (1, 3), (1, 3)))
+    arriving = draw(_work("new", QUEUES, (1, 3), (1, 3), nodes=(1, 2, 2, 3)))
     policy = Policy(reservations=draw(open_reservations()), backfill=draw(st.booleans()))
     return _scenario(draw, fleet, policy, running, arriving)
 
@@ -254,7 +254,7 @@ def reclaims(draw: st.DrawFn) -> tuple[Snapshot, list[Request], Policy]:
         queues=queues, reservations=draw(open_reservations()), backfill=draw(st.booleans())
     )
     running = draw(_work("old", ("qb", "qc"), (0, 3), (4, 12)))
-    arriving = draw(_work("new", ("qa",), (0, 3), (1, 3), gpus=(1, 2, 4)))
+    arriving = draw(_work("new", ("qa",), (0, 3), (1, 3), gpus=(1, 2, 4), nodes=(1, 1, 2)))
     return _scenario(draw, fleet, policy, running, arriving)
 
 
