@@ -18,6 +18,7 @@ from billing.models import (
     BillingAccount,
     CreditGrant,
     DefaultGpuPrice,
+    DisputeStatus,
     Invoice,
     InvoicePayment,
     InvoiceStatus,
@@ -69,6 +70,9 @@ def invoice_page(invoice: Invoice) -> dict[str, object]:
         "tax": money(invoice.tax_minor),
         "total": money(invoice.total_minor),
         "due": money(invoice.amount_due_minor),
+        "credit_notes": [(note, money(-note.amount_minor)) for note in invoice.credit_notes.all()],
+        "refunded": money(invoice.refunded_minor),
+        "disputed": money(invoice.disputed_minor),
     }
 
 
@@ -97,20 +101,35 @@ def invoices_to_collect(*, now: datetime, pending_before: datetime) -> set[UUID]
 
 def payment_refusal(organization: Organization) -> str | None:
     """The payment check of new work: orders, workloads and reservations wait while an
-    invoice is unpaid after dunning gave up (or was written off). Running work is never
-    touched."""
+    invoice is unpaid after dunning gave up (or was written off), while a payment is
+    disputed, and after a dispute was lost until the invoice is paid again. Running work is
+    never touched."""
     given_up = Q(
         status__in=OPEN_STATUSES, payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES
     )
+    disputed = Q(status=InvoiceStatus.DISPUTED) | Q(
+        status__in=OPEN_STATUSES, dispute_status=DisputeStatus.LOST
+    )
     overdue = (
         Invoice.objects.filter(organization=organization)
-        .filter(given_up | Q(status=InvoiceStatus.UNCOLLECTIBLE))
-        # One query: an open one dunning gave up on first (the oldest), else a written-off one.
-        .order_by(Case(When(given_up, then=0), default=1), "period")
+        .filter(given_up | disputed | Q(status=InvoiceStatus.UNCOLLECTIBLE))
+        # One query: an open one dunning gave up on first (the oldest), then a disputed one,
+        # else a written-off one.
+        .order_by(Case(When(given_up, then=0), When(disputed, then=1), default=2), "period")
         .first()
     )
     if overdue is None:
         return None
+    if overdue.status == InvoiceStatus.DISPUTED:
+        return (
+            f"invoice {overdue.number}'s payment is disputed; new work waits until the"
+            " dispute is closed"
+        )
+    if (
+        overdue.dispute_status == DisputeStatus.LOST
+        and overdue.payment_failures < settings.BILLING_DUNNING_MAX_FAILURES
+    ):
+        return f"invoice {overdue.number} is unpaid: its payment's dispute was lost; pay it"
     return (
         f"invoice {overdue.number} is unpaid after {overdue.payment_failures} failed payment"
         " attempts; update the card and pay it"

@@ -154,6 +154,10 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=True)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "NeoCloud <noreply@localhost>")
 # Self sign-up on the console's sign-in page, for operators who sell to anyone.
 CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
+# A signed-up user reads only until they follow the link mailed to them: how long the link
+# works (3 days), and how many new links a user may have sent an hour (each sends mail).
+EMAIL_VERIFICATION_MAX_AGE_S = int(os.environ.get("EMAIL_VERIFICATION_MAX_AGE_S", "259200"))
+EMAIL_VERIFICATIONS_PER_HOUR = int(os.environ.get("EMAIL_VERIFICATIONS_PER_HOUR", "3"))
 
 MIDDLEWARE = [
     "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
