@@ -9,6 +9,7 @@ again with the same link or e-mail address.
 
 from __future__ import annotations
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
@@ -24,6 +25,7 @@ from console.selectors import joining as selectors
 from neocloud.core import ratelimit
 from neocloud.core.addresses import client_address
 from neocloud.core.errors import ApplicationError
+from neocloud.core.logs import request_path
 from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
@@ -41,6 +43,9 @@ def _visitor(request: HttpRequest) -> Actor:
 
 def _welcome(request: HttpRequest, user: User, organization: Organization) -> HttpResponse:
     if not request.user.is_authenticated:
+        # django-axes logs and keeps the sign-in's path: here the invitation's token.
+        AxesProxyHandler.update_request(request)
+        request.axes_path_info = request_path(request)  # type: ignore[attr-defined]
         login(request, user, backend=BACKEND)
     switch_to(request, organization.pk)
     messages.success(request, f"Welcome to {organization.name}.")
