@@ -334,6 +334,10 @@ SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 SCHEDULER_ESTIMATE_INTERVAL_S = float(os.environ.get("SCHEDULER_ESTIMATE_INTERVAL_S", "30"))
 # The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
 SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
+# Estimates and dry runs reuse a cluster's latest forecast inputs (its waiting and running work,
+# runtimes, usage) while the log has not moved since they were read, for at most this many
+# seconds (0: read them for every request).
+FORECAST_INPUTS_TTL_S = float(os.environ.get("FORECAST_INPUTS_TTL_S", "10"))
 # Forecasts expect the submissions of this window to repeat, once and twice (0: expect none).
 SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = float(
     os.environ.get("SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S", "10800")

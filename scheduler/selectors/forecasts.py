@@ -1,16 +1,27 @@
 """What a forecast of one cluster reads: its state as a cycle run now would see it (fair-share
 usage in the policy, as a cycle has it), the runtimes its log has taught, and the work its
-recent submissions say will come (``engine.arrivals``)."""
+recent submissions say will come (``engine.arrivals``).
+
+Reading them costs most of an estimate or a dry run on a long line (every waiting row, the
+runtime history, the usage): ``latest_forecast_inputs`` keeps each cluster's latest in the
+process and hands them out again while the log has not moved since they were read and they
+are younger than ``FORECAST_INPUTS_TTL_S`` (the usage, the runtimes of running work and the
+clock move with time alone). The refresh of estimates keeps them too.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
+from events import store
 from inventory.models import Cluster
 from scheduler.engine.arrivals import Outlook, expected_arrivals, replayed
 from scheduler.engine.forecast import Runtime, RuntimeOf
@@ -58,6 +69,43 @@ class ForecastInputs:
         runtimes = {a.id: self.submitted[replayed(a.id)][1] for a in arrivals}
         base = self.runtime_of
         return arrivals, lambda workload: runtimes.get(workload) or base(workload)
+
+
+# Each cluster's latest inputs in this process: (log position, monotonic time read, inputs).
+_latest: dict[uuid.UUID, tuple[int, float, ForecastInputs]] = {}
+_latest_guard = threading.Lock()
+
+
+def latest_forecast_inputs(cluster_id: uuid.UUID) -> ForecastInputs:
+    """The cluster's inputs as of now: the latest read in this process if the log's head has
+    not moved since and they are younger than ``FORECAST_INPUTS_TTL_S``, else read anew
+    (and kept). The head is read before the tables, so inputs that saw a later event than it
+    are only read again once more, never kept past one they missed."""
+    position, clock = store.head_position(), time.monotonic()
+    with _latest_guard:
+        kept = _latest.get(cluster_id)
+    if (
+        kept is not None
+        and kept[0] == position
+        and clock - kept[1] < settings.FORECAST_INPUTS_TTL_S
+    ):
+        return kept[2]
+    return forecast_inputs_kept(cluster_id)
+
+
+def forget_forecast_inputs() -> None:
+    """Drop every cluster's kept inputs (a test that changed tables behind the log)."""
+    with _latest_guard:
+        _latest.clear()
+
+
+def forecast_inputs_kept(cluster_id: uuid.UUID) -> ForecastInputs:
+    """The cluster's inputs read now, kept as its latest."""
+    position, clock = store.head_position(), time.monotonic()
+    inputs = forecast_inputs(cluster_id, timezone.now())
+    with _latest_guard:
+        _latest[cluster_id] = (position, clock, inputs)
+    return inputs
 
 
 def forecast_inputs(cluster_id: uuid.UUID, now: datetime) -> ForecastInputs:
