@@ -341,9 +341,9 @@ CELERY_BEAT_SCHEDULE["scheduler-estimates-refresh"] = {
 }
 # The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
 SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
-# Estimates and dry runs reuse a cluster's latest forecast inputs (its waiting and running work,
-# runtimes, usage) while the log has not moved since they were read, for at most this many
-# seconds (0: read them for every request).
+# Estimates, dry runs and operators' what-ifs reuse a cluster's latest forecast inputs (its
+# waiting and running work, runtimes, usage) while no event concerning the cluster was logged
+# since they were read, for at most this many seconds (0: read them for every request).
 FORECAST_INPUTS_TTL_S = float(os.environ.get("FORECAST_INPUTS_TTL_S", "10"))
 # Forecasts expect the submissions of this window to repeat, once and twice (0: expect none).
 SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = float(

@@ -3,10 +3,11 @@ an operator's change (a drain, a new reservation) would do to the waiting work's
 estimates, before either is done.
 
 Both run the engine's forecast (``scheduler.engine.forecast``) on the cluster as its tables
-stand now, once more with the change: the candidate added to the waiting work (restricted to
-one GPU model and cluster), or the drained nodes made unschedulable (their running work goes
-on until it ends, as a drain lets it) and the reservation added to the policy. Nothing is
-written: no event, no row; each engine run is thrown away.
+stand now (its latest forecast inputs, ``latest_forecast_inputs``), once more with the
+change: the candidate added to the waiting work (restricted to one GPU model and cluster), or
+the drained nodes made unschedulable (their running work goes on until it ends, as a drain
+lets it) and the reservation added to the policy. Nothing is written: no event, no row; each
+engine run is thrown away.
 
 Reads only, no locks: the cluster may move between the reads and the answer, as it may
 between a dry run and the submission that follows it.
@@ -33,7 +34,7 @@ from scheduler.events import WorkloadSubmitted
 from scheduler.models import Reservation as ReservationRow
 from scheduler.models import Workload
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
-from scheduler.selectors.forecasts import ForecastInputs, forecast_inputs, latest_forecast_inputs
+from scheduler.selectors.forecasts import ForecastInputs, latest_forecast_inputs
 from scheduler.services.standing import check_forecast_rate
 from scheduler.services.submission import check_submission
 from scheduler.snapshot import ClusterView, request_of, waiting_of
@@ -376,10 +377,10 @@ def cluster_what_if(
         raise ValidationFailed("ask for a drain or a reservation", fields={"drain": ["required"]})
     drained = _drained(cluster, drain)
     now = timezone.now()
-    inputs = forecast_inputs(cluster.pk, now)
+    inputs = latest_forecast_inputs(cluster.pk)
     pending, _ = held_back(waiting_of(inputs.view))
     arrivals, runtime_of = inputs.arrivals(pending)
-    at = inputs.at
+    at = max(inputs.at, now.timestamp())  # the inputs may be a few seconds older
     before = forecast(inputs.snapshot, pending, inputs.policy, at, runtime_of, arrivals=arrivals)
     snapshot, policy = inputs.snapshot, inputs.policy
     if drained:
