@@ -336,8 +336,19 @@ SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # Start-time estimates of a cluster's waiting work are computed after its cycles, at most once
 # per this many seconds (0: after every cycle), off the cycles' path.
 SCHEDULER_ESTIMATE_INTERVAL_S = float(os.environ.get("SCHEDULER_ESTIMATE_INTERVAL_S", "30"))
+# Beat refreshes every cluster's start-time estimates this often, cycles or none: time alone
+# moves them (work ahead that runs longer than expected moves the work behind it out).
+SCHEDULER_ESTIMATES_REFRESH_S = float(os.environ.get("SCHEDULER_ESTIMATES_REFRESH_S", "60"))
+CELERY_BEAT_SCHEDULE["scheduler-estimates-refresh"] = {
+    "task": "scheduler.estimates_refresh",
+    "schedule": SCHEDULER_ESTIMATES_REFRESH_S,
+}
 # The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
 SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
+# Estimates, dry runs and operators' what-ifs reuse a cluster's latest forecast inputs (its
+# waiting and running work, runtimes, usage) while no event concerning the cluster was logged
+# since they were read, for at most this many seconds (0: read them for every request).
+FORECAST_INPUTS_TTL_S = float(os.environ.get("FORECAST_INPUTS_TTL_S", "10"))
 # Forecasts expect the submissions of this window to repeat, once and twice (0: expect none).
 SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = float(
     os.environ.get("SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S", "10800")
