@@ -1,0 +1,130 @@
+"""Work on a reservation is billed to the reservation, so the engine runs it only in the
+reservation's window, on its GPU model, and within its GPUs, however much else is free (issue
+30: a 1-GPU reservation let an 8-GPU job run at plan ``reserved``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scheduler.engine import (
+    Allocation,
+    Decisions,
+    Policy,
+    ReasonCode,
+    Request,
+    Reservation,
+    Snapshot,
+    schedule,
+)
+from scheduler.engine.cycle import Scheduler
+from tests.builders.engine import job, nodes, running
+
+NOW = 100_000.0
+
+
+def _policy(gpus: int, starts: float = NOW - 10, ends: float = NOW + 3600) -> Policy:
+    return Policy(reservations=(Reservation("r1", "owner", "h100", gpus, starts, ends),))
+
+
+def _on_r1(name: str, gpus: int, **fields: object) -> Request:
+    """A job of the queue ``owner`` on reservation ``r1``, of h100 unless told."""
+    fields = {"queue": "owner", "gpu_models": ("h100",), **fields}
+    return job(name, gpus, reservation="r1", **fields)
+
+
+def _decide(pending: list[Request], policy: Policy, busy: Sequence[Allocation] = ()) -> Decisions:
+    fleet = nodes("n", 2, gpus=8) + nodes("l", 1, gpus=8, model="l4")
+    return schedule(Snapshot(tuple(fleet), tuple(busy)), pending, policy, NOW)
+
+
+def test_an_eight_gpu_job_on_a_one_gpu_reservation_waits_with_sixteen_free() -> None:
+    decisions = _decide([_on_r1("big", 8)], _policy(1))
+
+    assert decisions.allocations == ()
+    reason = decisions.pending["big"]
+    assert reason.code is ReasonCode.RESERVATION_FULL
+    assert reason.message == "reservation r1 holds 1 GPU; 1 free on it, 8 asked"
+    assert reason.figures == {"reservation": "r1", "gpus": 1, "free": 1.0, "asked": 8.0}
+
+
+def test_two_jobs_that_each_fit_the_reservation_alone_do_not_both_start() -> None:
+    pending = [_on_r1(name, 4) for name in ("a", "b")]
+
+    decisions = _decide(pending, _policy(6))
+
+    assert [a.workload for a in decisions.allocations] == ["a"]
+    assert decisions.pending["b"].message == "reservation r1 holds 6 GPUs; 2 free on it, 4 asked"
+
+
+def test_running_work_on_the_reservation_counts_and_its_end_frees_the_gpus() -> None:
+    mine = running("old", "n0", (0, 1, 2, 3), queue="owner", reservation="r1")
+    engine = Scheduler(Snapshot(tuple(nodes("n", 2, gpus=8)), (mine,)), _policy(6))
+    pending = [_on_r1("new", 4)]
+
+    first = engine.cycle(pending, NOW)
+    engine.release(mine)
+    second = engine.cycle(pending, NOW + 1)
+
+    assert first.pending["new"].code is ReasonCode.RESERVATION_FULL
+    assert [a.workload for a in second.allocations] == ["new"]
+
+
+def test_an_elastic_gang_takes_as_many_nodes_as_the_reservation_holds() -> None:
+    gang = _on_r1("gang", 2, nodes=4, min_nodes=1)
+
+    (allocation,) = _decide([gang], _policy(3)).allocations
+
+    assert allocation.gpu_milli == 2000  # one node of two GPUs: two would take four
+
+
+@pytest.mark.parametrize(
+    ("policy", "request_", "message"),
+    [
+        pytest.param(
+            _policy(8, starts=NOW + 600),
+            _on_r1("early", 1),
+            "reservation r1 opens in 600 s",
+            id="before-the-window",
+        ),
+        pytest.param(
+            _policy(8, starts=NOW - 3600, ends=NOW),
+            _on_r1("late", 1),
+            "reservation r1 has ended",
+            id="after-the-window",
+        ),
+        pytest.param(
+            Policy(),
+            _on_r1("gone", 1),
+            "reservation r1 is not open: it ended or was cancelled",
+            id="cancelled",
+        ),
+        pytest.param(
+            _policy(8),
+            _on_r1("other-model", 1, gpu_models=("l4",)),
+            "reservation r1 holds h100, not l4",
+            id="another-model",
+        ),
+        pytest.param(
+            _policy(8),
+            _on_r1("stranger", 1, queue="other"),
+            "reservation r1 is not open: it ended or was cancelled",
+            id="another-queue",
+        ),
+    ],
+)
+def test_work_on_a_reservation_runs_only_in_its_window_on_its_model(
+    policy: Policy, request_: Request, message: str
+) -> None:
+    decisions = _decide([request_], policy)
+
+    assert decisions.allocations == ()
+    reason = decisions.pending[request_.id]
+    assert (reason.code, reason.message) == (ReasonCode.OUTSIDE_RESERVATION, message)
+
+
+def test_work_on_a_reservation_that_takes_any_model_lands_on_the_reservations() -> None:
+    (allocation,) = _decide([_on_r1("any", 2, gpu_models=())], _policy(2)).allocations
+
+    assert allocation.gpu_model == "h100"
