@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from scheduler.models import Reservation, ReservationStatus
 
@@ -21,7 +21,7 @@ def reservations_for_billing(
     organization_id: uuid.UUID, start: datetime, end: datetime
 ) -> QuerySet[Reservation]:
     """The organization's reservations overlapping ``[start, end)`` that are a commitment:
-    every one but those cancelled before their window began."""
+    every one but those cancelled free of charge (before the notice period)."""
     return Reservation.objects.filter(
         organization_id=organization_id, starts_at__lt=end, ends_at__gt=start
-    ).exclude(status=ReservationStatus.CANCELLED, cancelled_at__lte=F("starts_at"))
+    ).exclude(status=ReservationStatus.CANCELLED, cancellation_charged=False)
