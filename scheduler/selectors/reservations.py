@@ -36,5 +36,6 @@ def workloads_on_reservations(
     for workload_id, reservation_id in Workload.objects.filter(
         reservation_id__in=reservation_ids
     ).values_list("id", "reservation_id"):
-        on[reservation_id].append(workload_id)
+        if reservation_id is not None:  # the filter says so; the type does not
+            on[reservation_id].append(workload_id)
     return on

@@ -28,10 +28,25 @@ def _policy(gpus: int, starts: float = NOW - 10, ends: float = NOW + 3600) -> Po
     return Policy(reservations=(Reservation("r1", "owner", "h100", gpus, starts, ends),))
 
 
-def _on_r1(name: str, gpus: int, **fields: object) -> Request:
+def _on_r1(
+    name: str,
+    gpus: int,
+    *,
+    nodes: int = 1,
+    min_nodes: int | None = None,
+    queue: str = "owner",
+    gpu_models: tuple[str, ...] = ("h100",),
+) -> Request:
     """A job of the queue ``owner`` on reservation ``r1``, of h100 unless told."""
-    fields = {"queue": "owner", "gpu_models": ("h100",), **fields}
-    return job(name, gpus, reservation="r1", **fields)
+    return job(
+        name,
+        gpus,
+        nodes=nodes,
+        queue=queue,
+        min_nodes=min_nodes,
+        gpu_models=gpu_models,
+        reservation="r1",
+    )
 
 
 def _decide(pending: list[Request], policy: Policy, busy: Sequence[Allocation] = ()) -> Decisions:
