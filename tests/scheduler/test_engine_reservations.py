@@ -5,12 +5,16 @@ reservation's window, on its GPU model, and within its GPUs, however much else i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.engine import (
     Allocation,
     Decisions,
+    Node,
     Policy,
     ReasonCode,
     Request,
@@ -20,6 +24,7 @@ from scheduler.engine import (
 )
 from scheduler.engine.cycle import Scheduler
 from tests.builders.engine import job, nodes, running
+from tests.strategies import MODELS, SETTINGS, fleets, requests
 
 NOW = 100_000.0
 
@@ -143,3 +148,41 @@ def test_work_on_a_reservation_that_takes_any_model_lands_on_the_reservations() 
     (allocation,) = _decide([_on_r1("any", 2, gpu_models=())], _policy(2)).allocations
 
     assert allocation.gpu_model == "h100"
+
+
+@SETTINGS
+@given(
+    fleet=fleets(),
+    first=requests("a"),
+    then=requests("b"),
+    gpus=st.integers(1, 8),
+    model=st.sampled_from(MODELS),
+    opens_in=st.sampled_from([-100.0, 0.0, 100.0]),
+    on_it=st.lists(st.booleans(), min_size=20, max_size=20),
+)
+def test_work_on_a_reservation_never_holds_more_than_it_outside_its_window_or_model(
+    fleet: tuple[Node, ...],
+    first: list[Request],
+    then: list[Request],
+    gpus: int,
+    model: str,
+    opens_in: float,
+    on_it: list[bool],
+) -> None:
+    reservation = Reservation("res", "qa", model, gpus, NOW + opens_in, NOW + 3600)
+    engine = Scheduler(Snapshot(fleet), Policy(reservations=(reservation,)))
+    held: dict[str, Allocation] = {}
+    for at, batch in ((NOW, first), (NOW + 1, then)):
+        pending = [
+            replace(r, queue="qa", reservation="res") if on_it[i] else r
+            for i, r in enumerate(batch)
+        ]
+        decisions = engine.cycle(pending, at)
+        for victim in decisions.preemptions:
+            held.pop(victim.victim, None)
+        held.update({a.workload: a for a in decisions.allocations})
+        on_reservation = [a for a in held.values() if a.reservation == "res"]
+        if at < reservation.starts_at:
+            assert on_reservation == []
+        assert {a.gpu_model for a in on_reservation} <= {model}
+        assert sum(a.gpu_milli for a in on_reservation) <= gpus * 1000
