@@ -317,6 +317,15 @@ WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJEC
 FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(
     os.environ.get("FORECASTS_PER_MINUTE_PER_ORGANIZATION", "30")
 )
+# GPUs an organization may hold reserved at any one instant, all its projects and GPU models
+# together; a reservation past it is refused (409 too_much_reserved): one tenant may not keep
+# the fleet from everyone.
+RESERVED_GPUS_PER_ORGANIZATION = int(os.environ.get("RESERVED_GPUS_PER_ORGANIZATION", "64"))
+# A reservation cancelled less than this many seconds before its start (or after it) is billed
+# for its whole window; cancelled earlier, it costs nothing (docs/reservations.md).
+RESERVATION_CANCELLATION_NOTICE_S = int(
+    os.environ.get("RESERVATION_CANCELLATION_NOTICE_S", str(24 * 3600))
+)
 # Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
 REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
 AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))

@@ -29,6 +29,8 @@ REASON_HEADLINES = {
     "quota": "The project's quota is in use",
     "gang": "Not enough nodes free at once for the gang",
     "reserved": "The free GPUs are held for a reservation",
+    "outside_reservation": "Its reservation is not open for it now",
+    "reservation_full": "Its reservation's GPUs are in use",
     "behind_higher_priority": "Other work that needs the same GPUs goes first",
     "topology": "The topology asked for cannot be met",
 }
