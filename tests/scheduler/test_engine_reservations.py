@@ -78,6 +78,24 @@ def test_two_jobs_that_each_fit_the_reservation_alone_do_not_both_start() -> Non
     assert decisions.pending["b"].message == "reservation r1 holds 6 GPUs; 2 free on it, 4 asked"
 
 
+def test_eviction_for_a_reservation_stops_at_the_gpus_it_holds() -> None:
+    """Others' preemptible work fills the fleet: work on a 1-GPU reservation evicts for one
+    GPU, and work asking more than the reservation holds evicts nobody."""
+    others = [
+        running(f"o{i}-{g}", f"n{i}", (g,), queue="other", preemptible=True)
+        for i in range(2)
+        for g in range(8)
+    ]
+
+    small = _decide([_on_r1("small", 1)], _policy(1), others)
+    big = _decide([_on_r1("big", 4)], _policy(1), others)
+
+    assert [a.workload for a in small.allocations] == ["small"]
+    assert len(small.preemptions) == 1
+    assert big.preemptions == ()
+    assert big.pending["big"].code is ReasonCode.RESERVATION_FULL
+
+
 def test_running_work_on_the_reservation_counts_and_its_end_frees_the_gpus() -> None:
     mine = running("old", "n0", (0, 1, 2, 3), queue="owner", reservation="r1")
     engine = Scheduler(Snapshot(tuple(nodes("n", 2, gpus=8)), (mine,)), _policy(6))
