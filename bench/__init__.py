@@ -9,6 +9,7 @@ SUITE_MODULES = (
     "e2e",
     "eventstore",
     "estimates",
+    "estimates_api",
     "execution",
     "invoicing",
     "kueue_engine",

@@ -4,7 +4,7 @@ Streams:
 - ``invoice/<id>``: one invoice's life. ``InvoiceDrafted`` carries every line and total, so
   replaying the log gives the same invoice to the minor unit whatever the prices or usage
   tables say later; after ``InvoiceFinalized`` only payment outcomes follow (paid,
-  uncollectible, void): the lines never change.
+  uncollectible, void, refunded, disputed): the lines never change.
 - ``credit_note/<id>``: a correction of a finalized invoice.
 - ``billing_account/<organization id>``: the organization's billing profile, its Stripe
   customer and payment method, and the credits granted to it.
@@ -126,6 +126,43 @@ class InvoiceMarkedUncollectible(DomainEvent):
 @event_type("billing.InvoiceVoided")
 class InvoiceVoided(DomainEvent):
     reason: str
+
+
+@event_type("billing.InvoiceRefunded")
+class InvoiceRefunded(DomainEvent):
+    """Stripe refunded part or all of a payment (``charge.refunded``); a credit note of the
+    amount is issued with it, so what was charged, credited and kept still add up."""
+
+    attempt: int
+    payment_intent_id: str
+    amount_minor: int  # this refund
+    payment_refunded_minor: int  # the payment's refunds so far, this one included
+    full: bool  # nothing kept: the invoice is refunded
+    stripe_event_id: str
+
+
+@event_type("billing.InvoiceDisputed")
+class InvoiceDisputed(DomainEvent):
+    """The customer's bank disputes a payment (``charge.dispute.created``): the money is held
+    until the dispute closes, and the organization's new work waits."""
+
+    dispute_id: str
+    payment_intent_id: str
+    amount_minor: int
+    reason: str
+    stripe_event_id: str
+
+
+@event_type("billing.InvoiceDisputeClosed")
+class InvoiceDisputeClosed(DomainEvent):
+    """Won: the invoice is paid again. Lost: the disputed amount is owed again and dunning
+    resumes at ``next_attempt_at``."""
+
+    dispute_id: str
+    won: bool
+    amount_minor: int
+    next_attempt_at: datetime | None
+    stripe_event_id: str
 
 
 @event_type("billing.CreditNoteIssued")

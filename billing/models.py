@@ -22,10 +22,29 @@ class InvoiceStatus(models.TextChoices):
     PAID = "paid"
     UNCOLLECTIBLE = "uncollectible"
     VOID = "void"
+    REFUNDED = "refunded"  # paid, then refunded in full (a credit note for each refund)
+    DISPUTED = "disputed"  # paid, then disputed: the bank holds the money until it is closed
 
 
 # Issued and not settled: what an organization owes.
 OPEN_STATUSES = (InvoiceStatus.FINALIZED, InvoiceStatus.UNCOLLECTIBLE)
+# News of a charge no longer pays an invoice in these: it was paid (then perhaps refunded or
+# disputed) or voided. A lost dispute opens the invoice again (``FINALIZED``).
+PAYMENT_CLOSED_STATUSES = (
+    InvoiceStatus.PAID,
+    InvoiceStatus.VOID,
+    InvoiceStatus.REFUNDED,
+    InvoiceStatus.DISPUTED,
+)
+
+
+class DisputeStatus(models.TextChoices):
+    """The last dispute of an invoice's payment, as far as it changes what is owed."""
+
+    NONE = "", "none"
+    OPEN = "open"
+    WON = "won"  # the money came back: paid again
+    LOST = "lost"  # the money went to the customer: owed again, dunning resumes
 
 
 class BillingAccount(models.Model):
@@ -93,7 +112,14 @@ class Invoice(models.Model):
     tax_minor = models.BigIntegerField()
     total_minor = models.BigIntegerField()
     credited_minor = models.BigIntegerField(default=0, help_text="By credit notes.")
-    paid_minor = models.BigIntegerField(default=0)
+    paid_minor = models.BigIntegerField(
+        default=0, help_text="Kept: payments less refunds and disputes lost."
+    )
+    refunded_minor = models.BigIntegerField(default=0, help_text="Refunded through Stripe.")
+    disputed_minor = models.BigIntegerField(default=0, help_text="Of the last dispute.")
+    dispute_status = models.CharField(
+        max_length=8, choices=DisputeStatus.choices, default=DisputeStatus.NONE, blank=True
+    )
     payment_attempts = models.PositiveIntegerField(default=0)
     payment_failures = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
@@ -161,6 +187,7 @@ class InvoicePayment(models.Model):
     amount_minor = models.BigIntegerField()
     payment_method_id = models.CharField(max_length=64, blank=True)
     payment_intent_id = models.CharField(max_length=64, blank=True)
+    refunded_minor = models.BigIntegerField(default=0)
     code = models.CharField(max_length=64, blank=True)
     message = models.CharField(max_length=500, blank=True)
     attempted_at = models.DateTimeField()
@@ -171,6 +198,8 @@ class InvoicePayment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["invoice", "attempt"], name="one_payment_per_attempt"),
         ]
+        # Refunds and disputes name the charge's PaymentIntent, not our invoice.
+        indexes = [models.Index(fields=["payment_intent_id"], name="payment_by_intent")]
 
     def __str__(self) -> str:
         return f"{self.invoice_id} attempt {self.attempt}: {self.status}"

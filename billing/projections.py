@@ -12,6 +12,7 @@ from billing.models import (
     BillingAccount,
     CreditGrant,
     CreditNote,
+    DisputeStatus,
     Invoice,
     InvoiceLine,
     InvoicePayment,
@@ -231,6 +232,44 @@ class Billing(projections.Projection):
             self._use_credits(invoice, sign=-1)
         Invoice.objects.filter(pk=invoice.pk).update(
             status=InvoiceStatus.VOID, status_reason=event.data["reason"], next_attempt_at=None
+        )
+
+    @handles(ev.InvoiceRefunded)
+    def refunded(self, event: RecordedEvent) -> None:
+        data = event.data
+        changes: dict[str, object] = {
+            "refunded_minor": F("refunded_minor") + data["amount_minor"],
+            "paid_minor": F("paid_minor") - data["amount_minor"],
+        }
+        if data["full"]:
+            changes["status"] = InvoiceStatus.REFUNDED
+        Invoice.objects.filter(pk=event.stream_id).update(**changes)
+        InvoicePayment.objects.filter(invoice_id=event.stream_id, attempt=data["attempt"]).update(
+            refunded_minor=data["payment_refunded_minor"]
+        )
+
+    @handles(ev.InvoiceDisputed)
+    def disputed(self, event: RecordedEvent) -> None:
+        Invoice.objects.filter(pk=event.stream_id).update(
+            status=InvoiceStatus.DISPUTED,
+            dispute_status=DisputeStatus.OPEN,
+            disputed_minor=event.data["amount_minor"],
+            next_attempt_at=None,
+        )
+
+    @handles(ev.InvoiceDisputeClosed)
+    def dispute_closed(self, event: RecordedEvent) -> None:
+        data = event.data
+        invoice = Invoice.objects.filter(pk=event.stream_id)
+        if data["won"]:
+            invoice.update(status=InvoiceStatus.PAID, dispute_status=DisputeStatus.WON)
+            return
+        invoice.update(
+            status=InvoiceStatus.FINALIZED,
+            dispute_status=DisputeStatus.LOST,
+            paid_minor=F("paid_minor") - data["amount_minor"],
+            paid_at=None,
+            next_attempt_at=data["next_attempt_at"],
         )
 
     @handles(ev.CreditNoteIssued)

@@ -7,9 +7,10 @@ live invoice, a replay check and the benchmark.
 Order of an invoice, in one currency:
 
 1. **charges** — each usage line at its price (milli-GPU-seconds x price per GPU-hour /
-   3,600,000, rounded once, half up); usage under the ``reserved`` plan is shown at zero, as
-   the reservation pays for it; each reservation for the part of its window inside the month,
-   used or not;
+   3,600,000, rounded once, half up); usage under the ``reserved`` plan is shown at zero for
+   the part a billed reservation's window covers (``covered``), as the reservation pays for
+   it, and the rest (work that ran on past the window) at the on-demand price; each
+   reservation for the part of its window inside the month, used or not;
 2. **commitment top-up** — when the charges are below the organization's monthly minimum
    commitment, a line for the difference;
 3. **SLA credits** — breaches of the previous month, each capped so that charges never go
@@ -25,7 +26,7 @@ So ``total = subtotal - credits + tax``, to the minor unit, and never below zero
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -86,6 +87,15 @@ class PriceBook:
             if (gpu_model, wanted) in self.defaults:
                 return self.defaults[(gpu_model, wanted)]
         raise Unpriced(f"no default {plan} price for GPU model {gpu_model}")
+
+    def on_demand(self, *, offering: str | None, region: str | None, gpu_model: str) -> Price:
+        """What reserved work pays beyond its reservation's window: its offering's on-demand
+        price in the region, else the GPU model's default on-demand price."""
+        if offering and region and (offering, region, "on_demand") in self.catalog:
+            return self.catalog[(offering, region, "on_demand")]
+        if (gpu_model, "on_demand") in self.defaults:
+            return self.defaults[(gpu_model, "on_demand")]
+        raise Unpriced(f"no on_demand price for GPU model {gpu_model} beyond a reservation")
 
 
 @dataclass(frozen=True)
@@ -175,7 +185,13 @@ def amount_for(milli_gpu_seconds: int, price: Price) -> int:
     )
 
 
-def rate_usage(usage: Iterable[Usage], prices: PriceBook) -> list[Line]:
+def rate_usage(
+    usage: Iterable[Usage], prices: PriceBook, covered: Mapping[str, int] | None = None
+) -> list[Line]:
+    """A line per usage line at its price. ``covered``: by ``usage_key``, the milli-GPU-seconds
+    of ``reserved`` usage inside a billed reservation's window (``selectors.usage_covered``):
+    that part is at zero, the rest at the on-demand price (``PriceBook.on_demand``), on a line
+    of its own. No reserved usage is free that no reservation paid for."""
     lines = []
     for item in sorted(usage, key=usage_key):
         price = prices.price(
@@ -184,28 +200,60 @@ def rate_usage(usage: Iterable[Usage], prices: PriceBook) -> list[Line]:
             plan=item.price_plan,
             gpu_model=item.gpu_model,
         )
-        covered = item.price_plan == "reserved"
+        reserved = item.price_plan == "reserved"
+        milli = item.milli_gpu_seconds
+        if reserved:
+            milli = min(milli, (covered or {}).get(usage_key(item), 0))
         what = item.offering or f"{item.gpu_model} (no offering)"
-        lines.append(
-            Line(
-                kind="usage",
-                description=f"{what}, {item.price_plan},"
-                f" {gpu_hours(item.milli_gpu_seconds)} GPU-hours"
-                + (" (covered by the reservation)" if covered else ""),
-                amount_minor=0 if covered else amount_for(item.milli_gpu_seconds, price),
-                currency=price.currency,
-                source=usage_key(item),
-                project_id=item.project_id,
-                offering=item.offering,
-                gpu_model=item.gpu_model,
-                price_plan=item.price_plan,
-                region=item.region,
-                milli_gpu_seconds=item.milli_gpu_seconds,
-                unit_price_minor=price.minor_per_gpu_hour,
-                allocation_ids=tuple(sorted(item.allocation_ids)),
+        if milli or not reserved:
+            lines.append(
+                _usage_line(
+                    item,
+                    f"{what}, {item.price_plan}, {gpu_hours(milli)} GPU-hours"
+                    + (" (covered by the reservation)" if reserved else ""),
+                    0 if reserved else amount_for(milli, price),
+                    price,
+                    milli,
+                    usage_key(item),
+                )
             )
-        )
+        beyond = item.milli_gpu_seconds - milli
+        if reserved and beyond:
+            on_demand = prices.on_demand(
+                offering=item.offering, region=item.region, gpu_model=item.gpu_model
+            )
+            lines.append(
+                _usage_line(
+                    item,
+                    f"{what}, reserved, {gpu_hours(beyond)} GPU-hours outside the reservation's"
+                    " window, at the on-demand price",
+                    amount_for(beyond, on_demand),
+                    on_demand,
+                    beyond,
+                    f"{usage_key(item)}/beyond",
+                )
+            )
     return lines
+
+
+def _usage_line(
+    item: Usage, description: str, amount: int, price: Price, milli: int, source: str
+) -> Line:
+    return Line(
+        kind="usage",
+        description=description,
+        amount_minor=amount,
+        currency=price.currency,
+        source=source,
+        project_id=item.project_id,
+        offering=item.offering,
+        gpu_model=item.gpu_model,
+        price_plan=item.price_plan,
+        region=item.region,
+        milli_gpu_seconds=milli,
+        unit_price_minor=price.minor_per_gpu_hour,
+        allocation_ids=tuple(sorted(item.allocation_ids)),
+    )
 
 
 def rate_reservations(

@@ -18,6 +18,7 @@ from billing.models import (
     BillingAccount,
     CreditGrant,
     DefaultGpuPrice,
+    DisputeStatus,
     Invoice,
     InvoicePayment,
     InvoiceStatus,
@@ -33,6 +34,7 @@ from billing.rating import (
     Unpriced,
     rate_reservations,
     rate_usage,
+    usage_key,
 )
 from billing.sla import SCHEDULER_TYPES, Promise
 from catalog.models import PricePlan
@@ -42,7 +44,7 @@ from inventory.models import Cluster
 from metering.intervals import month_of
 from metering.selectors import UsageLine, usage_lines
 from neocloud.core.errors import NotFound
-from scheduler.selectors import reservations_for_billing
+from scheduler.selectors import reservations_for_billing, workloads_on_reservations
 from tenants.access import Action, Actor
 from tenants.models import Organization
 
@@ -69,6 +71,9 @@ def invoice_page(invoice: Invoice) -> dict[str, object]:
         "tax": money(invoice.tax_minor),
         "total": money(invoice.total_minor),
         "due": money(invoice.amount_due_minor),
+        "credit_notes": [(note, money(-note.amount_minor)) for note in invoice.credit_notes.all()],
+        "refunded": money(invoice.refunded_minor),
+        "disputed": money(invoice.disputed_minor),
     }
 
 
@@ -97,20 +102,35 @@ def invoices_to_collect(*, now: datetime, pending_before: datetime) -> set[UUID]
 
 def payment_refusal(organization: Organization) -> str | None:
     """The payment check of new work: orders, workloads and reservations wait while an
-    invoice is unpaid after dunning gave up (or was written off). Running work is never
-    touched."""
+    invoice is unpaid after dunning gave up (or was written off), while a payment is
+    disputed, and after a dispute was lost until the invoice is paid again. Running work is
+    never touched."""
     given_up = Q(
         status__in=OPEN_STATUSES, payment_failures__gte=settings.BILLING_DUNNING_MAX_FAILURES
     )
+    disputed = Q(status=InvoiceStatus.DISPUTED) | Q(
+        status__in=OPEN_STATUSES, dispute_status=DisputeStatus.LOST
+    )
     overdue = (
         Invoice.objects.filter(organization=organization)
-        .filter(given_up | Q(status=InvoiceStatus.UNCOLLECTIBLE))
-        # One query: an open one dunning gave up on first (the oldest), else a written-off one.
-        .order_by(Case(When(given_up, then=0), default=1), "period")
+        .filter(given_up | disputed | Q(status=InvoiceStatus.UNCOLLECTIBLE))
+        # One query: an open one dunning gave up on first (the oldest), then a disputed one,
+        # else a written-off one.
+        .order_by(Case(When(given_up, then=0), When(disputed, then=1), default=2), "period")
         .first()
     )
     if overdue is None:
         return None
+    if overdue.status == InvoiceStatus.DISPUTED:
+        return (
+            f"invoice {overdue.number}'s payment is disputed; new work waits until the"
+            " dispute is closed"
+        )
+    if (
+        overdue.dispute_status == DisputeStatus.LOST
+        and overdue.payment_failures < settings.BILLING_DUNNING_MAX_FAILURES
+    ):
+        return f"invoice {overdue.number} is unpaid: its payment's dispute was lost; pay it"
     return (
         f"invoice {overdue.number} is unpaid after {overdue.payment_failures} failed payment"
         " attempts; update the card and pay it"
@@ -218,6 +238,30 @@ def reservation_windows(
     ]
 
 
+def usage_covered(
+    organization_id: UUID, start: datetime, end: datetime, windows: list[ReservationWindow]
+) -> dict[str, int]:
+    """By ``usage_key``: the milli-GPU-seconds of ``reserved`` usage in ``[start, end)`` that a
+    billed reservation's window covers, for ``rating.rate_usage``: the usage of the work on
+    each reservation inside its window, at most its GPUs all the window long (the engine
+    keeps work on it within its GPUs at every instant; this bounds the sum whatever ran)."""
+    covered: dict[str, int] = {}
+    on = workloads_on_reservations([w.reservation_id for w in windows])
+    for window in windows:
+        begin, finish = max(window.starts_at, start), min(window.ends_at, end)
+        if finish <= begin or not on[window.reservation_id]:
+            continue
+        left = window.gpus * 1000 * int((finish - begin).total_seconds())
+        for line in usage_lines(organization_id, begin, finish, on[window.reservation_id]):
+            if line.price_plan != "reserved":
+                continue
+            milli = min(line.milli_gpu_seconds, left)
+            left -= milli
+            key = usage_key(line)
+            covered[key] = covered.get(key, 0) + milli
+    return covered
+
+
 def charges_month_to_date(organization_id: UUID, now: datetime) -> dict[str, int] | None:
     """What the organization's usage and reservations of the UTC month of ``now`` cost up to
     ``now``, per currency: rated as closing the month rates them, before its commitment,
@@ -225,13 +269,13 @@ def charges_month_to_date(organization_id: UUID, now: datetime) -> dict[str, int
     reads it). None while some of it has no price (closing would wait for an operator)."""
     start, _ = month_of(now)
     prices = price_book()
+    windows = reservation_windows(organization_id, start, now, regions_of_clusters())
     try:
-        charges = rate_usage(usage_for(organization_id, start, now), prices) + rate_reservations(
-            reservation_windows(organization_id, start, now, regions_of_clusters()),
+        charges = rate_usage(
+            usage_for(organization_id, start, now),
             prices,
-            start,
-            now,
-        )
+            usage_covered(organization_id, start, now, windows),
+        ) + rate_reservations(windows, prices, start, now)
     except Unpriced:
         return None
     spent: dict[str, int] = {}

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -413,6 +414,29 @@ def head_position() -> int:
         cursor.execute(f"SELECT MAX(position) FROM {TABLE}")  # noqa: S608
         row = cursor.fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def touched_since(
+    after: int,
+    *,
+    streams: Mapping[str, Collection[str]],
+    carrying: tuple[str, str],
+    types: Collection[str],
+) -> tuple[int, bool]:
+    """The head, and whether an event after ``after`` up to it is on one of ``streams`` (ids
+    by stream type), carries ``data[key] == value`` (``carrying``), or is of one of ``types``.
+    The head is read first: position order is commit order, so no event up to it commits
+    later. The second statement scans only the positions after ``after`` (the primary key's
+    range) and stops at the first that matches."""
+    head = head_position()
+    if head <= after:
+        return head, False
+    key, value = carrying
+    concerning = Q(type__in=list(types)) | Q(**{f"data__{key}": value})
+    for stream_type, ids in streams.items():
+        concerning |= Q(stream_type=stream_type, stream_id__in=list(ids))
+    touched = Event.objects.filter(concerning, position__gt=after, position__lte=head).exists()
+    return head, touched
 
 
 def newest_of_types(types: Collection[str]) -> tuple[int, datetime] | None:

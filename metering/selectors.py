@@ -13,7 +13,7 @@ quotas are held against, and the hard stop of a spent budget (``budget_refusal``
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -369,15 +369,25 @@ class UsageLine:
     allocation_ids: tuple[UUID, ...]
 
 
-def usage_lines(organization_id: UUID, start: datetime, end: datetime) -> list[UsageLine]:
-    """The organization's usage in ``[start, end)``: closed usage within it, and allocations
-    still open metered up to ``min(now, end)``. One line per (project, offering, GPU model,
-    price plan, region), in that order."""
+def usage_lines(
+    organization_id: UUID,
+    start: datetime,
+    end: datetime,
+    workload_ids: Collection[UUID] | None = None,
+) -> list[UsageLine]:
+    """The organization's usage in ``[start, end)`` (of ``workload_ids`` only, when given):
+    closed usage within it, and allocations still open metered up to ``min(now, end)``. One
+    line per (project, offering, GPU model, price plan, region), in that order."""
     group_by = ("project", "offering", "gpu_model", "price_plan", "region", ALLOCATION)
+    slices = UsageSlice.objects.filter(organization_id=organization_id)
+    open_allocations = OpenAllocation.objects.filter(organization_id=organization_id)
+    if workload_ids is not None:
+        slices = slices.filter(workload_id__in=workload_ids)
+        open_allocations = open_allocations.filter(workload_id__in=workload_ids)
     totals = with_regions(
         usage_by(
-            slices=UsageSlice.objects.filter(organization_id=organization_id),
-            open_allocations=OpenAllocation.objects.filter(organization_id=organization_id),
+            slices=slices,
+            open_allocations=open_allocations,
             start=start,
             end=end,
             group_by=group_by,

@@ -154,6 +154,10 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=True)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "NeoCloud <noreply@localhost>")
 # Self sign-up on the console's sign-in page, for operators who sell to anyone.
 CONSOLE_SIGNUP_ENABLED = env_bool("CONSOLE_SIGNUP_ENABLED", default=False)
+# A signed-up user reads only until they follow the link mailed to them: how long the link
+# works (3 days), and how many new links a user may have sent an hour (each sends mail).
+EMAIL_VERIFICATION_MAX_AGE_S = int(os.environ.get("EMAIL_VERIFICATION_MAX_AGE_S", "259200"))
+EMAIL_VERIFICATIONS_PER_HOUR = int(os.environ.get("EMAIL_VERIFICATIONS_PER_HOUR", "3"))
 
 MIDDLEWARE = [
     "monitoring.middleware.RequestMetricsMiddleware",  # first: it times everything below
@@ -313,6 +317,15 @@ WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJEC
 FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(
     os.environ.get("FORECASTS_PER_MINUTE_PER_ORGANIZATION", "30")
 )
+# GPUs an organization may hold reserved at any one instant, all its projects and GPU models
+# together; a reservation past it is refused (409 too_much_reserved): one tenant may not keep
+# the fleet from everyone.
+RESERVED_GPUS_PER_ORGANIZATION = int(os.environ.get("RESERVED_GPUS_PER_ORGANIZATION", "64"))
+# A reservation cancelled less than this many seconds before its start (or after it) is billed
+# for its whole window; cancelled earlier, it costs nothing (docs/reservations.md).
+RESERVATION_CANCELLATION_NOTICE_S = int(
+    os.environ.get("RESERVATION_CANCELLATION_NOTICE_S", str(24 * 3600))
+)
 # Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
 REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
 AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))
@@ -332,8 +345,19 @@ SCHEDULER_AGING_STEP_S = float(os.environ.get("SCHEDULER_AGING_STEP_S", "3600"))
 # Start-time estimates of a cluster's waiting work are computed after its cycles, at most once
 # per this many seconds (0: after every cycle), off the cycles' path.
 SCHEDULER_ESTIMATE_INTERVAL_S = float(os.environ.get("SCHEDULER_ESTIMATE_INTERVAL_S", "30"))
+# Beat refreshes every cluster's start-time estimates this often, cycles or none: time alone
+# moves them (work ahead that runs longer than expected moves the work behind it out).
+SCHEDULER_ESTIMATES_REFRESH_S = float(os.environ.get("SCHEDULER_ESTIMATES_REFRESH_S", "60"))
+CELERY_BEAT_SCHEDULE["scheduler-estimates-refresh"] = {
+    "task": "scheduler.estimates_refresh",
+    "schedule": SCHEDULER_ESTIMATES_REFRESH_S,
+}
 # The Celery queue of start-time estimates; empty: the default queue, which every worker takes.
 SCHEDULER_ESTIMATE_QUEUE = os.environ.get("SCHEDULER_ESTIMATE_QUEUE", "")
+# Estimates, dry runs and operators' what-ifs reuse a cluster's latest forecast inputs (its
+# waiting and running work, runtimes, usage) while no event concerning the cluster was logged
+# since they were read, for at most this many seconds (0: read them for every request).
+FORECAST_INPUTS_TTL_S = float(os.environ.get("FORECAST_INPUTS_TTL_S", "10"))
 # Forecasts expect the submissions of this window to repeat, once and twice (0: expect none).
 SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S = float(
     os.environ.get("SCHEDULER_ESTIMATE_ARRIVALS_WINDOW_S", "10800")

@@ -90,14 +90,15 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
     def estimate(self, request: Request) -> Response:
         """What-if, before submitting: a workload's body as ``POST /api/v1/workloads`` takes
         it, the same checks and errors, then for each acceptable GPU model (the body's, else
-        every model of the clusters it may go to) and cluster, whether it would start now,
+        every model of the clusters it may go to) and cluster, as if asked for that model
+        alone, and for the body as asked (``as_asked``), whether it would start now,
         else its estimated start with a range and what that rests on, or that it never
         could, and its price per hour. Soonest first. Nothing is written."""
         data = self.validated(s.WorkloadCreateSerializer, request.data)
         project: Project = data.pop("project")
         spec = s.workload_spec_of(data, request.data)
-        answers = self.perform(services.workload_estimate, project=project, spec=spec)
-        return Response(wi.estimate_shown(answers))
+        answer = self.perform(services.workload_estimate, project=project, spec=spec)
+        return Response(wi.estimate_shown(answer))
 
     @extend_schema(request=sb.WorkloadBatchSerializer, responses={201: sb.BatchResultSerializer})
     @action(detail=False, methods=["post"])

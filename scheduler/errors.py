@@ -44,6 +44,14 @@ class TooMuchWaiting(ApplicationError):
     http_status = 409
 
 
+class TooMuchReserved(ApplicationError):
+    """With a new reservation the organization would hold more GPUs reserved at once than it
+    may (``RESERVED_GPUS_PER_ORGANIZATION``)."""
+
+    code = "too_much_reserved"
+    http_status = 409
+
+
 class ForecastsExhausted(ApplicationError):
     """The organization asked for more estimates and dry runs this minute than it may: each
     runs the engine over the whole line (``FORECASTS_PER_MINUTE_PER_ORGANIZATION``)."""

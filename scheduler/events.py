@@ -212,4 +212,9 @@ class ReservationCreated(DomainEvent):
 
 @event_type("scheduler.ReservationCancelled")
 class ReservationCancelled(DomainEvent):
+    """``charged``: the window stays billed (cancelled inside the notice period before its
+    start, or after it); None in events from before the notice period, when a cancellation
+    was charged exactly when it came after the start."""
+
     reason: str
+    charged: bool | None = None

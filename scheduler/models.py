@@ -180,7 +180,9 @@ class Reservation(models.Model):
     offering = models.CharField(max_length=64, blank=True)
     order_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField()
-    cancelled_at = models.DateTimeField(null=True, blank=True)  # billed unless before starts_at
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    # Cancelled and still billed for its window (``ReservationCancelled.charged``).
+    cancellation_charged = models.BooleanField(null=True, blank=True)
     version = models.PositiveIntegerField()
 
     tenancy = TenantPath(organization="organization", project="project")

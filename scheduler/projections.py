@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import connection, models
-from django.db.models import F, Value
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
@@ -226,9 +226,18 @@ class Scheduling(projections.Projection):
 
     @handles(ev.ReservationCancelled)
     def reservation_cancelled(self, event: RecordedEvent) -> None:
+        charged = event.data.get("charged")
         Reservation.objects.filter(id=event.stream_id).update(
             status=ReservationStatus.CANCELLED,
             cancelled_at=Coalesce(F("cancelled_at"), Value(event.recorded_at)),
+            cancellation_charged=Coalesce(
+                F("cancellation_charged"),
+                Value(charged)
+                if charged is not None
+                else ExpressionWrapper(
+                    Q(starts_at__lt=Value(event.recorded_at)), output_field=BooleanField()
+                ),
+            ),
             version=event.version,
         )
 

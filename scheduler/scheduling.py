@@ -42,6 +42,7 @@ from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import Allocation, Decisions, PendingReason
 from scheduler.models import SchedulerLease, WorkloadStatus, WorkloadWait
+from scheduler.selectors.forecasts import forget_forecast_inputs
 from scheduler.snapshot import (
     ClusterView,
     allocation_of,
@@ -258,6 +259,7 @@ _states: dict[uuid.UUID, ClusterState] = {}
 def forget(cluster_id: uuid.UUID | None = None) -> None:
     """Drop what this process keeps (all clusters when None)."""
     forget_standing()
+    forget_forecast_inputs()
     if cluster_id is None:
         _states.clear()
     else:

@@ -391,7 +391,15 @@ class ReservationSerializer(serializers.ModelSerializer):  # type: ignore[type-a
             "offering",
             "order_id",
             "created_at",
+            "cancelled_at",
+            "cancellation_charged",
         ]
+        extra_kwargs = {
+            "cancellation_charged": {
+                "help_text": "cancelled, and its whole window is still billed: cancelled inside"
+                " the notice period before its start, or after it (null while active)"
+            }
+        }
 
 
 class ReservationCreateSerializer(RequestSerializer):

@@ -15,8 +15,10 @@ delayed tasks (eager tasks cannot wait).
 Start-time estimates (``estimate_cluster``) are asked for after a cluster's cycle, at most once
 per ``SCHEDULER_ESTIMATE_INTERVAL_S`` (a cache key, in Redis: one ask for all processes); in
 process, by the tick after its cycles (a request that set off a cycle must not wait for a
-forecast). ``SCHEDULER_ESTIMATE_QUEUE`` sends them to a queue of their own, for workers that
-do nothing else (a forecast then never holds a process that a run's step or a cycle needs).
+forecast); and by beat every ``SCHEDULER_ESTIMATES_REFRESH_S`` (``estimates_refresh``), cycles
+or none, since time alone moves them. ``SCHEDULER_ESTIMATE_QUEUE`` sends them to a queue of
+their own, for workers that do nothing else (a forecast then never holds a process that a
+run's step or a cycle needs).
 """
 
 from __future__ import annotations
@@ -123,6 +125,16 @@ def estimate_cluster(cluster_id: str) -> bool:
     refresh of it was under way (this one did nothing)."""
     refreshed = services.workload_estimates_refresh(cluster_id=uuid.UUID(cluster_id))
     return refreshed.ran
+
+
+@shared_task(name="scheduler.estimates_refresh", ignore_result=True)
+def estimates_refresh() -> None:
+    """Beat's schedule: every cluster's estimates refreshed, even where no cycle runs (work
+    ahead that runs longer than expected moves the work behind it out)."""
+    queue = settings.SCHEDULER_ESTIMATE_QUEUE
+    route: dict[str, Any] = {"queue": queue} if queue else {}
+    for cluster_id in Cluster.objects.values_list("id", flat=True):
+        estimate_cluster.apply_async((str(cluster_id),), **route)
 
 
 RUNS_PER_TASK = 8  # grants of a cycle go out in tasks of this many: fewer commits, still spread

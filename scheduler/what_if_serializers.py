@@ -15,7 +15,7 @@ from neocloud.api.fields import (
 )
 from scheduler.engine.forecast import StartEstimate
 from scheduler.serializers import ReservationCreateSerializer
-from scheduler.services.what_if import ModelEstimate, estimates_in_words
+from scheduler.services.what_if import WorkloadEstimates, estimates_in_words
 
 MAX_DRAINED = 1000  # nodes one what-if drains
 
@@ -53,16 +53,37 @@ class ModelEstimateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     currency = serializers.CharField(allow_null=True)
 
 
-class WorkloadEstimateSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    summary = serializers.CharField(help_text='e.g. "4 x a100 now, or 4 x h100 in about 40 min"')
-    estimates = ModelEstimateSerializer(many=True, help_text="soonest first; never last")
-
-
-def estimate_shown(answers: list[ModelEstimate]) -> dict[str, Any]:
-    shown = WorkloadEstimateSerializer(
-        {"summary": estimates_in_words(answers), "estimates": answers}
+class AsAskedSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    cluster_id = serializers.UUIDField()
+    cluster = serializers.CharField(help_text="the cluster a submission would go to (its slug)")
+    gpu_models = serializers.ListField(
+        child=serializers.CharField(), help_text="the models asked for; empty: any"
     )
-    return dict(shown.data)
+    starts_now = serializers.BooleanField(help_text="the cycle after submitting would start it")
+    start = serializers.DateTimeField(allow_null=True)
+    earliest = serializers.DateTimeField(allow_null=True)
+    latest = serializers.DateTimeField(allow_null=True)
+    wait_s = serializers.FloatField(allow_null=True)
+    basis = serializers.ListField(child=serializers.CharField())
+
+
+class WorkloadEstimateSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    summary = serializers.CharField(
+        help_text='e.g. "4 x a100 now, or 4 x h100 in about 40 min"', read_only=True
+    )
+    as_asked = AsAskedSerializer(
+        help_text="the workload as asked, with all its GPU models: what submitting it gives"
+    )
+    estimates = ModelEstimateSerializer(
+        many=True,
+        source="models",
+        help_text="per GPU model, as if asked for that model alone; soonest first; never last",
+    )
+
+
+def estimate_shown(answer: WorkloadEstimates) -> dict[str, Any]:
+    shown = WorkloadEstimateSerializer(answer)
+    return {"summary": estimates_in_words(answer), **shown.data}
 
 
 class WhatIfReservationSerializer(ReservationCreateSerializer):

@@ -16,7 +16,7 @@ from uuid import UUID
 from django.db.models import Model, Q, QuerySet
 
 from events.store import Metadata
-from tenants.errors import OrganizationSuspended, PermissionDenied
+from tenants.errors import EmailUnverified, OrganizationSuspended, PermissionDenied
 from tenants.models import (
     ApiKey,
     Membership,
@@ -231,10 +231,21 @@ class Actor:
     ) -> None:
         """Raise unless the actor may do ``action`` (in ``organization``) now. ``starting``
         False: the action stops something (cancelling work or a reservation), which a
-        suspended organization may always do."""
+        suspended organization, or a user not yet verified, may always do. A user whose
+        e-mail address is not verified may read only: no keys, work, orders, reservations
+        or invitations (the one place this is decided, for the API and the console)."""
         if not self.allowed(action, organization):
             where = "in this organization" if organization is not None else "(operators only)"
             raise PermissionDenied(f"not allowed to {action.value} {where}")
+        if (
+            starting
+            and self.user is not None
+            and self.user.email_verified_at is None
+            and PERMISSIONS[action].scope != Scope.READ
+        ):
+            raise EmailUnverified(
+                f"verify your e-mail address first: follow the link sent to {self.user.email}"
+            )
         if (
             starting
             and organization is not None

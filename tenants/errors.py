@@ -15,6 +15,19 @@ class OrganizationSuspended(ApplicationError):
     http_status = 403
 
 
+class EmailUnverified(ApplicationError):
+    """A signed-up user whose address is not verified yet may read, and act only after."""
+
+    code = "email_unverified"
+    http_status = 403
+
+
+class VerificationLinkInvalid(ValidationFailed):
+    """A tampered, expired or unknown e-mail verification link."""
+
+    code = "verification_link_invalid"
+
+
 class OwnerRequired(PermissionDenied):
     code = "owner_required"
 

@@ -20,6 +20,14 @@ class UserRegistered(DomainEvent):
     email: str
     full_name: str
     is_staff: bool
+    email_verified: bool = True  # False: signed up, the address unproven yet
+
+
+@event_type("tenants.UserEmailVerified")
+class UserEmailVerified(DomainEvent):
+    """The user followed the link mailed to ``email``: the account may act."""
+
+    email: str
 
 
 @event_type("tenants.UserUpdated")

@@ -82,6 +82,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)
     date_joined = models.DateTimeField(default=timezone.now)
+    # None: signed up and not yet verified (``Actor.require`` lets them read only). Every
+    # other way in proves the address or is an operator's: verified when made.
+    email_verified_at = models.DateTimeField(null=True, blank=True, default=timezone.now)
 
     objects = UserManager()
 

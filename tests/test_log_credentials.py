@@ -192,3 +192,29 @@ def test_an_invitation_links_token_is_not_logged(build: Builder, log_text: io.St
     lines = log_text.getvalue()
     assert "/invitations/[redacted]" in lines
     assert token not in lines
+
+
+@pytest.mark.django_db
+def test_joining_through_an_invitation_logs_and_keeps_no_token(
+    build: Builder, log_text: io.StringIO
+) -> None:
+    """Joining signs the new user in at the invitation's address: the sign-in's record
+    (django-axes' log line and its access log) names the path with the token redacted."""
+    from axes.models import AccessLog
+
+    owner = build.user()
+    organization = build.organization("Acme", owner=owner)
+    _, token = run(
+        tenancy.invitation_create,
+        organization=organization,
+        email="new@acme.test",
+        role=Role.MEMBER,
+    )
+    fields = {"full_name": "Nia Newcomer", "password": PASSWORD, "password_again": PASSWORD}
+
+    joined = Client().post(f"/invitations/{token}", fields)
+
+    assert joined.status_code == 302  # signed in, on to the overview
+    assert token not in log_text.getvalue()
+    paths = list(AccessLog.objects.values_list("path_info", flat=True))
+    assert paths == ["/invitations/[redacted]"]

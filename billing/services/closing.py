@@ -95,14 +95,14 @@ def drafts_for(organization: Organization, period: Period, inputs: Inputs) -> li
     """The organization's invoices for ``period``, one per currency it is charged in (its
     account's currency always, if it has a commitment)."""
     country, account_currency, commitment = selectors.account_terms(organization.pk)
-    charges = rating.rate_usage(
-        selectors.usage_for(organization.pk, period.start, period.end), inputs.prices
-    ) + rating.rate_reservations(
-        selectors.reservation_windows(organization.pk, period.start, period.end, inputs.regions),
-        inputs.prices,
-        period.start,
-        period.end,
+    windows = selectors.reservation_windows(
+        organization.pk, period.start, period.end, inputs.regions
     )
+    charges = rating.rate_usage(
+        selectors.usage_for(organization.pk, period.start, period.end),
+        inputs.prices,
+        selectors.usage_covered(organization.pk, period.start, period.end, windows),
+    ) + rating.rate_reservations(windows, inputs.prices, period.start, period.end)
     currencies = {line.currency for line in charges}
     if commitment:
         currencies.add(account_currency)

@@ -18,7 +18,13 @@ from django.utils import timezone
 
 from billing import events as ev
 from billing import selectors
-from billing.models import OPEN_STATUSES, BillingAccount, Invoice, InvoicePayment, InvoiceStatus
+from billing.models import (
+    OPEN_STATUSES,
+    PAYMENT_CLOSED_STATUSES,
+    BillingAccount,
+    Invoice,
+    InvoicePayment,
+)
 from billing.services import invoice_stream
 from billing.stripe_gateway import ChargeOutcome, PaymentGateway, gateway
 from events.errors import StreamConflict
@@ -105,7 +111,8 @@ def payment_settle(
 ) -> str:
     """Record an attempt's outcome, from the charge's answer or a webhook, whichever comes
     first; returns what it did. Stale news changes nothing: a failure of an attempt already
-    settled, anything about a paid or void invoice. A success after a recorded failure of the
+    settled, a success of one already paid (after a dispute lost, it is owed again), anything
+    about a paid, refunded, disputed or void invoice. A success after a recorded failure of the
     same attempt still pays the invoice (the money came in). A ``processing`` answer records
     the PaymentIntent, which the webhook that ends it must name."""
     invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
@@ -114,9 +121,9 @@ def payment_settle(
     payment = invoice.payments.filter(attempt=attempt).first()
     if payment is None:
         return "ignored: unknown attempt"
-    if invoice.status in {InvoiceStatus.PAID, InvoiceStatus.VOID}:
+    if invoice.status in PAYMENT_CLOSED_STATUSES:
         return f"ignored: invoice is {invoice.status}"
-    if outcome.status == "succeeded":
+    if outcome.status == "succeeded" and payment.status != "succeeded":
         invoice_stream.append(
             actor,
             invoice,

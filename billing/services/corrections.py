@@ -42,21 +42,9 @@ def invoice_mark_uncollectible(*, actor: Actor, invoice: Invoice, reason: str) -
     return Invoice.objects.get(pk=invoice.pk)
 
 
-def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reason: str) -> Invoice:
-    """Correct a finalized invoice without changing it: the note lowers what is due; on an
-    invoice already paid, the amount becomes prepaid credit for the next invoices."""
-    actor.require(Action.BILLING_OPERATE)
-    invoice = invoice_stream.locked(invoice.pk)
-    if invoice.status not in {*OPEN_STATUSES, InvoiceStatus.PAID}:
-        raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
-    if invoice.status == InvoiceStatus.PAID:
-        # The prepaid credit below writes the account: its row before the log's lock.
-        row_lock(BillingAccount.objects.filter(organization_id=invoice.organization_id)).first()
-    room = invoice.total_minor - invoice.credited_minor
-    if not 0 < amount_minor <= room:
-        raise BillingInvalid(
-            f"a credit note is 1 to {room} minor units here", fields={"amount_minor": ["range"]}
-        )
+def credit_note_append(*, actor: Actor, invoice: Invoice, amount_minor: int, reason: str) -> None:
+    """A credit note's own stream, numbered after the invoice's notes. The caller holds the
+    ``Invoice`` row's lock (the count is the number's) and checked the amount."""
     note_id = uuid.uuid4()
     count = invoice.credit_notes.count() + 1
     store.append(
@@ -76,6 +64,24 @@ def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reas
         expected_version=NO_STREAM,
         metadata=actor.metadata(invoice.organization_id),
     )
+
+
+def credit_note_issue(*, actor: Actor, invoice: Invoice, amount_minor: int, reason: str) -> Invoice:
+    """Correct a finalized invoice without changing it: the note lowers what is due; on an
+    invoice already paid, the amount becomes prepaid credit for the next invoices."""
+    actor.require(Action.BILLING_OPERATE)
+    invoice = invoice_stream.locked(invoice.pk)
+    if invoice.status not in {*OPEN_STATUSES, InvoiceStatus.PAID}:
+        raise InvalidInvoiceTransition(f"a {invoice.status} invoice takes no credit note")
+    if invoice.status == InvoiceStatus.PAID:
+        # The prepaid credit below writes the account: its row before the log's lock.
+        row_lock(BillingAccount.objects.filter(organization_id=invoice.organization_id)).first()
+    room = invoice.total_minor - invoice.credited_minor
+    if not 0 < amount_minor <= room:
+        raise BillingInvalid(
+            f"a credit note is 1 to {room} minor units here", fields={"amount_minor": ["range"]}
+        )
+    credit_note_append(actor=actor, invoice=invoice, amount_minor=amount_minor, reason=reason)
     organization = Organization.objects.get(pk=invoice.organization_id)
     if invoice.status == InvoiceStatus.PAID:
         credit_grant(

@@ -1,4 +1,5 @@
-"""Stripe's webhooks: a PaymentIntent's end settles the attempt it belongs to.
+"""Stripe's webhooks: a PaymentIntent's end settles the attempt it belongs to; a charge's
+refund or dispute changes the invoice it paid (``chargebacks``).
 
 Concurrency: each Stripe event is processed once, its id's stream appended in the
 transaction of its effects (``stripe_webhook_receive``). Settling locks the ``Invoice`` row,
@@ -17,8 +18,8 @@ from django.db import transaction
 
 from billing import events as ev
 from billing.errors import WebhookConflict, WebhookSignatureInvalid
-from billing.models import Invoice, InvoiceStatus
-from billing.services import invoice_stream
+from billing.models import PAYMENT_CLOSED_STATUSES, Invoice
+from billing.services import chargebacks, invoice_stream
 from billing.services.collection import SYSTEM, payment_settle
 from billing.stripe_gateway import ChargeOutcome, webhook_event
 from events import store
@@ -60,25 +61,7 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
     if store.stream_version(ev.STRIPE_EVENT_STREAM, event_id):
         return "duplicate"
     obj = (event.get("data") or {}).get("object") or {}
-    outcome = "ignored: not a payment of ours"
-    metadata = obj.get("metadata") or {}
-    invoice_id = _uuid(metadata.get("invoice_id"))
-    if event_type in INTENT_OUTCOMES and invoice_id is not None:
-        error = obj.get("last_payment_error") or {}
-        outcome = _intent_settle(
-            actor=actor,
-            stripe_event_id=event_id,
-            invoice_id=invoice_id,
-            attempt=int(attempt) if (attempt := str(metadata.get("attempt", ""))).isdigit() else 0,
-            amount_minor=obj.get("amount"),
-            currency=str(obj.get("currency", "")).lower(),
-            outcome=ChargeOutcome(
-                status=INTENT_OUTCOMES[event_type],
-                payment_intent_id=str(obj.get("id", "")),
-                code=str(error.get("code") or "payment_failed"),
-                message=str(error.get("message") or "payment failed"),
-            ),
-        )
+    outcome = _event_apply(actor=actor, event_id=event_id, event_type=event_type, obj=obj)
     store.append(
         ev.STRIPE_EVENT_STREAM,
         event_id,
@@ -96,6 +79,57 @@ def _webhook_process(*, actor: Actor, event: dict[str, Any]) -> str:
     return outcome
 
 
+def _event_apply(*, actor: Actor, event_id: str, event_type: str, obj: dict[str, Any]) -> str:
+    """What one event changes: a PaymentIntent's end settles its attempt; a charge's refund
+    and dispute change the invoice it paid (``chargebacks``); anything else is recorded."""
+    if event_type == "charge.refunded":
+        return chargebacks.charge_refund_record(
+            actor=actor,
+            stripe_event_id=event_id,
+            payment_intent_id=_id(obj.get("payment_intent")),
+            currency=str(obj.get("currency", "")).lower(),
+            amount_refunded=obj.get("amount_refunded"),
+        )
+    if event_type == "charge.dispute.created":
+        return chargebacks.charge_dispute_open(
+            actor=actor,
+            stripe_event_id=event_id,
+            dispute_id=str(obj.get("id", "")),
+            payment_intent_id=_id(obj.get("payment_intent")),
+            amount=obj.get("amount"),
+            reason=str(obj.get("reason") or "")[:200],
+        )
+    if event_type == "charge.dispute.closed":
+        return chargebacks.charge_dispute_close(
+            actor=actor,
+            stripe_event_id=event_id,
+            dispute_id=str(obj.get("id", "")),
+            payment_intent_id=_id(obj.get("payment_intent")),
+            status=str(obj.get("status", "")),
+        )
+    if event_type.startswith("charge.dispute."):
+        return f"recorded: dispute {obj.get('status', '')}".rstrip()
+    metadata = obj.get("metadata") or {}
+    invoice_id = _uuid(metadata.get("invoice_id"))
+    if event_type not in INTENT_OUTCOMES or invoice_id is None:
+        return "ignored: not a payment of ours"
+    error = obj.get("last_payment_error") or {}
+    return _intent_settle(
+        actor=actor,
+        stripe_event_id=event_id,
+        invoice_id=invoice_id,
+        attempt=int(attempt) if (attempt := str(metadata.get("attempt", ""))).isdigit() else 0,
+        amount_minor=obj.get("amount"),
+        currency=str(obj.get("currency", "")).lower(),
+        outcome=ChargeOutcome(
+            status=INTENT_OUTCOMES[event_type],
+            payment_intent_id=str(obj.get("id", "")),
+            code=str(error.get("code") or "payment_failed"),
+            message=str(error.get("message") or "payment failed"),
+        ),
+    )
+
+
 def _intent_settle(
     *,
     actor: Actor,
@@ -109,16 +143,13 @@ def _intent_settle(
     """Settle the attempt a PaymentIntent's metadata names only if it is that attempt's: the
     PaymentIntent recorded for it, of its amount and currency. Metadata is whatever its
     creator wrote, so anything else is recorded on the invoice, alerts, and pays nothing.
-    News about a paid or void invoice is ignored as ``payment_settle`` ignores it; a pending
-    attempt with no PaymentIntent recorded yet (its answer was lost) is left to
-    ``collect_due``, which resumes it with its key and records Stripe's answer."""
+    News about a paid (since perhaps refunded or disputed) or void invoice is ignored as
+    ``payment_settle`` ignores it; a pending attempt with no PaymentIntent recorded yet (its
+    answer was lost) is left to ``collect_due``, which resumes it with its key and records
+    Stripe's answer."""
     invoice = row_lock(Invoice.objects.all()).filter(pk=invoice_id).first()
     payment = invoice.payments.filter(attempt=attempt).first() if invoice else None
-    if (
-        invoice is None
-        or payment is None
-        or invoice.status in {InvoiceStatus.PAID, InvoiceStatus.VOID}
-    ):
+    if invoice is None or payment is None or invoice.status in PAYMENT_CLOSED_STATUSES:
         return payment_settle(actor=actor, invoice_id=invoice_id, attempt=attempt, outcome=outcome)
     if not payment.payment_intent_id and payment.status == "pending":
         return (
@@ -168,3 +199,10 @@ def _uuid(value: object) -> uuid.UUID | None:
         return uuid.UUID(str(value))
     except ValueError:
         return None
+
+
+def _id(value: object) -> str:
+    """An expandable field's id: Stripe sends the id, or the object when it was expanded."""
+    if isinstance(value, dict):
+        return str(value.get("id") or "")
+    return str(value or "")

@@ -13,7 +13,7 @@ from console.guard import Console
 from inventory.models import GpuModel
 from scheduler.models import PriorityClass
 from scheduler.selectors import BUILTIN_PRIORITY_CLASSES
-from scheduler.services import ModelEstimate
+from scheduler.services import AsAsked, ModelEstimate
 from scheduler.services.what_if import duration_in_words
 from tenants.access import Action
 from tenants.models import Project
@@ -29,6 +29,8 @@ REASON_HEADLINES = {
     "quota": "The project's quota is in use",
     "gang": "Not enough nodes free at once for the gang",
     "reserved": "The free GPUs are held for a reservation",
+    "outside_reservation": "Its reservation is not open for it now",
+    "reservation_full": "Its reservation's GPUs are in use",
     "behind_higher_priority": "Other work that needs the same GPUs goes first",
     "topology": "The topology asked for cannot be met",
 }
@@ -133,3 +135,15 @@ def estimate_rows(answers: list[ModelEstimate]) -> list[EstimateRow]:
             )
         )
     return rows
+
+
+def as_asked_words(answer: AsAsked) -> str:
+    """When the form as it stands would start once submitted (all its GPU models), in words."""
+    models = " or ".join(answer.gpu_models) or "any GPU model"
+    if answer.starts_now:
+        when = "now"
+    elif answer.start is None or answer.wait_s is None:
+        when = "never" if "never" in answer.basis else "not within the forecast (a week)"
+    else:
+        when = f"in about {duration_in_words(answer.wait_s)}, at {answer.start:%H:%M} UTC"
+    return f"Submitted as asked ({models}, on {answer.cluster}): {when}."

@@ -92,8 +92,11 @@ def start_shown(workload: Workload, estimate: WorkloadEstimate, now: datetime) -
         line = "can never start: nothing in this cluster could ever hold it"
     elif start is None:
         line = "not expected to start within the next 7 days"
-    elif Basis.NOW in basis or start <= now:
+    elif Basis.NOW in basis:
         line = "should start in the next cycle"
+    elif start <= now:
+        # The work ahead runs longer than expected: the next refresh moves the estimate out.
+        line = f"expected by {start:%H:%M} UTC, but the work ahead is running longer"
     else:
         line = f"starts in about {_span(start - now)}"
         if earliest is not None:

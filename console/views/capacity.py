@@ -100,7 +100,7 @@ def reservation_cancel(request: ConsoleRequest, pk: str) -> HttpResponse:
     _readable(request.console)
     reservation = request.console.one(Reservation.objects.all(), Action.WORKLOAD_READ, pk)
     try:
-        atomic_with_retry(
+        cancelled = atomic_with_retry(
             services.reservation_cancel,
             actor=request.console.actor,
             reservation=reservation,
@@ -108,7 +108,14 @@ def reservation_cancel(request: ConsoleRequest, pk: str) -> HttpResponse:
         )
     except ApplicationError as error:
         return _page(request, status=error.http_status, error=error.message)
-    messages.success(request, "Reservation cancelled.")
+    if cancelled.cancellation_charged:
+        cost = (
+            "; its whole window is still billed (cancelled within the notice period before"
+            " its start, or after it)"
+        )
+    else:
+        cost = " at no charge"
+    messages.success(request, f"Reservation cancelled{cost}.")
     return redirect("console:reservations")
 
 

@@ -1,5 +1,6 @@
 """Joining: accepting an invitation by its link (making the account when there is none),
-self sign-up where the operator allows it (``CONSOLE_SIGNUP_ENABLED``).
+self sign-up where the operator allows it (``CONSOLE_SIGNUP_ENABLED``), and verifying a
+signed-up user's address by the link mailed to them (an invitation's link proves it already).
 
 Making an account and what it joins (the invitation's organization, or a new one) are one
 transaction: a refused acceptance or organization registers no one, and the person can try
@@ -8,20 +9,23 @@ again with the same link or e-mail address.
 
 from __future__ import annotations
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import URLPattern, path
-from django.views.decorators.http import require_http_methods
+from django.urls import URLPattern, path, reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
+from console import mail
 from console.forms.joining import JoinForm, SignUpForm
-from console.guard import console_of, switch_to
+from console.guard import ConsoleRequest, console_of, signed_in, switch_to
 from console.selectors import joining as selectors
 from neocloud.core import ratelimit
 from neocloud.core.addresses import client_address
 from neocloud.core.errors import ApplicationError
+from neocloud.core.logs import request_path
 from neocloud.core.transactions import atomic_with_retry
 from tenants import services
 from tenants.access import Actor
@@ -39,6 +43,9 @@ def _visitor(request: HttpRequest) -> Actor:
 
 def _welcome(request: HttpRequest, user: User, organization: Organization) -> HttpResponse:
     if not request.user.is_authenticated:
+        # django-axes logs and keeps the sign-in's path: here the invitation's token.
+        AxesProxyHandler.update_request(request)
+        request.axes_path_info = request_path(request)  # type: ignore[attr-defined]
         login(request, user, backend=BACKEND)
     switch_to(request, organization.pk)
     messages.success(request, f"Welcome to {organization.name}.")
@@ -157,6 +164,7 @@ def sign_up(request: HttpRequest) -> HttpResponse:
                 else:
                     form.add_error(None, error.message)
             else:
+                _send_verification(request, user)
                 return _welcome(request, user, organization)
     return render(request, "console/joining/sign_up.html", {"form": form}, status=status)
 
@@ -166,13 +174,69 @@ def _register_with_organization(
 ) -> tuple[User, Organization]:
     """Creating organizations is the operators' (``organization.operate``): self sign-up is
     the platform doing it for the visitor, as its own system actor."""
-    user = services.user_register(actor=actor, email=email, full_name=full_name, password=password)
+    user = services.user_register(
+        actor=actor, email=email, full_name=full_name, password=password, email_verified=False
+    )
     platform = Actor(user=None, system="console.sign-up", correlation_id=actor.correlation_id)
     organization = services.organization_create(actor=platform, name=organization_name, owner=user)
     return user, organization
 
 
+# --- verifying the address -------------------------------------------------------------------
+
+
+def _send_verification(request: HttpRequest, user: User) -> bool:
+    """Mail the user their verification link (after the sign-up committed)."""
+    token = services.email_verification_token(user)
+    link = request.build_absolute_uri(reverse("console:verify-email", args=[token]))
+    return mail.email_verification_send(user=user, link=link)
+
+
+@require_http_methods(["GET"])
+def verify_email(request: HttpRequest, token: str) -> HttpResponse:
+    """The link mailed at sign-up: it verifies the address whether or not its user is
+    signed in here (the token is the proof); a tampered or expired one says so."""
+    try:
+        user = atomic_with_retry(services.user_email_verify, actor=_visitor(request), token=token)
+    except ApplicationError as error:
+        return render(
+            request, "console/joining/verify_email.html", {"error": error.message}, status=400
+        )
+    if request.user.is_authenticated and request.user.pk == user.pk:
+        messages.success(request, f"Your address {user.email} is verified.")
+        return redirect("console:overview")
+    return render(request, "console/joining/verify_email.html", {"verified": user})
+
+
+@require_POST
+@signed_in
+def verify_email_resend(request: ConsoleRequest) -> HttpResponse:
+    """Mail a new link, at most ``EMAIL_VERIFICATIONS_PER_HOUR`` an hour per user."""
+    user = request.console.user
+    if user.email_verified_at is not None:
+        messages.info(request, "Your address is verified already.")
+    elif not ratelimit.allow(
+        "email-verification",
+        str(user.pk),
+        limit=settings.EMAIL_VERIFICATIONS_PER_HOUR,
+        window_s=3600,
+    ):
+        return render(
+            request,
+            "console/joining/verify_email.html",
+            {"error": "Too many verification e-mails: try again in an hour."},
+            status=429,
+        )
+    elif _send_verification(request, user):
+        messages.success(request, f"A new verification link was sent to {user.email}.")
+    else:
+        messages.error(request, "The e-mail could not be sent: try again later.")
+    return redirect("console:overview")
+
+
 urlpatterns: list[URLPattern] = [
     path("invitations/<str:token>", invitation, name="invitation"),
     path("signup", sign_up, name="signup"),
+    path("verify-email/<str:token>", verify_email, name="verify-email"),
+    path("verify-email", verify_email_resend, name="verify-email-resend"),
 ]

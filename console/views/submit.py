@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from console.forms.submit import WorkloadForm
 from console.guard import ConsoleRequest, signed_in
-from console.selectors.submit import estimate_rows, form_choices, reason_words
+from console.selectors.submit import as_asked_words, estimate_rows, form_choices, reason_words
 from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import services
@@ -148,8 +148,12 @@ def _checked(answer: services.DryRun) -> dict[str, Any]:
     return {"answer": answer, "headline": headline, "figures": figures}
 
 
-def _estimated(answers: list[services.ModelEstimate]) -> dict[str, Any]:
-    return {"estimates": estimate_rows(answers), "summary": services.estimates_in_words(answers)}
+def _estimated(answer: services.WorkloadEstimates) -> dict[str, Any]:
+    return {
+        "estimates": estimate_rows(answer.models),
+        "as_asked": as_asked_words(answer.as_asked),
+        "summary": services.estimates_in_words(answer),
+    }
 
 
 @require_POST

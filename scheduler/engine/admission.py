@@ -126,6 +126,11 @@ def _trial(request: Request, model: str, cluster: Cluster, now: float) -> Reques
     most = _most_nodes(request, model, ledger)
     if isinstance(most, PendingReason):
         return most
+    if request.reservation is not None:
+        on_it = _most_on_reservation(request, model, ledger, policy, now)
+        if isinstance(on_it, PendingReason):
+            return on_it
+        most = min(most, on_it)
     held = _held(model, request, ledger, policy, now) if policy.reservations else 0
     if held:
         free = capacity.free_gpus_of([model])
@@ -151,6 +156,7 @@ def _preempt(
         cluster.running,
         cluster.policy.reservations,
         cluster.shapes,
+        now,
     )
     if found is None:
         return None
@@ -191,6 +197,34 @@ def _most_nodes(request: Request, model: str, ledger: QuotaLedger) -> int | Pend
             return nodes
     quota = ledger.check(queue, model, request.demand_on(request.least_nodes), organization)
     return request.least_nodes if quota is None else quota
+
+
+def _most_on_reservation(
+    request: Request, model: str, ledger: QuotaLedger, policy: Policy, now: float
+) -> int | PendingReason:
+    """The most nodes of a request on a reservation that its reservation's free GPUs take
+    (down to the gang minimum), or why it waits: work on a reservation is billed to the
+    reservation, so it runs only in its window, on its model, within its GPUs."""
+    reservation = next(
+        (
+            r
+            for r in policy.reservations
+            if r.id == request.reservation and r.queue == request.queue
+        ),
+        None,
+    )
+    if (
+        reservation is None
+        or reservation.gpu_model != model
+        or not reservation.starts_at <= now < reservation.ends_at
+    ):
+        return reasons.outside_reservation(request, model, reservation, now)
+    used = ledger.on_reservation[reservation.id]
+    free = reservation.gpus * WHOLE - used
+    most = free // request.demand_on(1)
+    if most < request.least_nodes:
+        return reasons.reservation_full(request, reservation, used)
+    return min(most, request.nodes)
 
 
 def _held(model: str, request: Request, ledger: QuotaLedger, policy: Policy, now: float) -> int:

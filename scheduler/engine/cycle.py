@@ -29,7 +29,7 @@ from scheduler.engine.model import (
 )
 from scheduler.engine.ordering import ordered
 from scheduler.engine.placement import Shapes
-from scheduler.engine.preemption import ByCost, preemption_of
+from scheduler.engine.preemption import ByCost, owns_window, preemption_of
 from scheduler.engine.quota import QuotaLedger
 
 
@@ -186,8 +186,10 @@ class Scheduler:
             #    chooses the victims; they are taken back here, then the request is granted).
             outcome = admit(request, models, cluster, now)
             if isinstance(outcome, Admission):
+                model = outcome.allocation.gpu_model or ""
+                window = owns_window(request, model, policy.reservations, now)
                 for victim in outcome.victims:
-                    preempted.append(preemption_of(victim, request, outcome.cause))
+                    preempted.append(preemption_of(victim, request, outcome.cause, window=window))
                     self._preempted(victim)
                 self._grant(outcome.allocation, granted_ids)
                 granted.append(outcome.allocation)

@@ -273,6 +273,8 @@ class _Run:
 
 _WAITS: Final = {
     ReasonCode.RESERVED: Basis.RESERVATION,
+    ReasonCode.OUTSIDE_RESERVATION: Basis.RESERVATION,
+    ReasonCode.RESERVATION_FULL: Basis.RESERVATION,
     ReasonCode.BEHIND_HIGHER_PRIORITY: Basis.HEAD_OF_LINE,
     ReasonCode.QUOTA: Basis.QUOTA,
 }

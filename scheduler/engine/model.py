@@ -213,6 +213,9 @@ class ReasonCode(enum.StrEnum):
     QUOTA = "quota"
     GANG = "gang"
     RESERVED = "reserved"
+    # Work on a reservation runs only in its window, on its model, within its GPUs.
+    OUTSIDE_RESERVATION = "outside_reservation"
+    RESERVATION_FULL = "reservation_full"
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
     TOPOLOGY = "topology"
     STANDING = "organization_standing"  # held back: its organization may start nothing now

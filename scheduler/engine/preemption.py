@@ -95,23 +95,35 @@ class ByCost:
 _NOBODY: Final = Ranked()
 
 
+def owns_window(
+    request: Request, model: str, reservations: Sequence[Reservation], now: float
+) -> bool:
+    """Whether ``request`` is work on a reservation of ``model`` that its queue owns, and whose
+    window is open at ``now``: only then does it evict others' preemptible work."""
+    return any(
+        r.id == request.reservation
+        and r.queue == request.queue
+        and r.gpu_model == model
+        and r.starts_at <= now < r.ends_at
+        for r in reservations
+    )
+
+
 def candidates(
     request: Request,
     model: str,
     ledger: QuotaLedger,
     running: ByCost,
-    reservations: Sequence[Reservation],
+    window: bool,
 ) -> Iterator[Allocation]:
     """Who may lose GPUs for ``request``: lower-priority preemptible work; work of queues that
     borrow, when the request stays within its own nominal quota (reclaim); and preemptible work
-    on capacity the request's reservation holds. Cheapest first: lowest priority, then the most
-    recently started, then the smallest (the order ``running`` keeps)."""
+    of others, when the request owns an open ``window`` (``owns_window``). Cheapest first:
+    lowest priority, then the most recently started, then the smallest (the order ``running``
+    keeps)."""
     least = request.demand_on(request.least_nodes)  # preemption makes room for the minimum
     reclaiming = ledger.within_nominal(request.queue, model, least)
-    owns_window = any(
-        r.id == request.reservation and r.queue == request.queue for r in reservations
-    )
-    if not reclaiming and not owns_window:
+    if not reclaiming and not window:
         for allocation in running.preemptible_of(model):
             if allocation.priority >= request.priority:
                 return  # by priority from here on: nobody else is lower
@@ -135,7 +147,7 @@ def candidates(
             if borrower:
                 yield allocation
                 continue
-        if owns_window and allocation.preemptible:
+        if window and allocation.preemptible:
             yield allocation  # evictable
 
 
@@ -147,6 +159,7 @@ def for_capacity(
     running: ByCost,
     reservations: Sequence[Reservation],
     shapes: Shapes,
+    now: float,
 ) -> tuple[tuple[Placement, ...], list[Allocation]] | None:
     """The smallest set of victims whose removal lets the request fit, and where it then lands,
     with their capacity given back; or None (then nobody is touched: preempting what would not
@@ -158,7 +171,8 @@ def for_capacity(
     whether a request fits is what ``place`` decides, not where."""
     if request.nodes != 1 and request.topology is Topology.SINGLE_NODE:
         return None
-    victims = candidates(request, model, ledger, running, reservations)
+    window = owns_window(request, model, reservations, now)
+    victims = candidates(request, model, ledger, running, window)
     first = next(victims, None)
     if first is None:
         return None  # often so: the nodes are weighed only when someone could make room
@@ -232,8 +246,12 @@ def for_quota(
     return needed[::-1]
 
 
-def preemption_of(victim: Allocation, request: Request, cause: Cause) -> Preemption:
-    """``victim`` taken back for ``request``, with why."""
+def preemption_of(
+    victim: Allocation, request: Request, cause: Cause, *, window: bool
+) -> Preemption:
+    """``victim`` taken back for ``request``, with why: ``window`` when the request owns an
+    open window on the model (``owns_window``), else a victim neither of lower priority nor
+    preemptible by it was reclaimed."""
     if cause is Cause.QUOTA:
         return Preemption(
             victim.workload,
@@ -248,7 +266,7 @@ def preemption_of(victim: Allocation, request: Request, cause: Cause) -> Preempt
             PreemptionCode.PRIORITY,
             f"priority: {request.id} (priority {request.priority}) needs its GPUs",
         )
-    if request.reservation is not None:
+    if window and victim.preemptible:
         return Preemption(
             victim.workload,
             request.id,

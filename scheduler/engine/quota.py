@@ -22,6 +22,8 @@ class QuotaLedger:
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         # By organization: what the work naming it holds, whichever queue it is in.
         self.organization_used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        # By reservation: what the work on it holds (of its model: admission sees to that).
+        self.on_reservation: dict[str, int] = defaultdict(int)
         for allocation in allocations:
             self.add(allocation)
 
@@ -29,11 +31,15 @@ class QuotaLedger:
         model, milli = allocation.gpu_model or "", allocation.gpu_milli
         self.used[allocation.queue][model] += milli
         self.organization_used[allocation.organization][model] += milli
+        if allocation.reservation is not None:
+            self.on_reservation[allocation.reservation] += milli
 
     def remove(self, allocation: Allocation) -> None:
         model, milli = allocation.gpu_model or "", allocation.gpu_milli
         self.used[allocation.queue][model] -= milli
         self.organization_used[allocation.organization][model] -= milli
+        if allocation.reservation is not None:
+            self.on_reservation[allocation.reservation] -= milli
 
     def _cohort(self, queue: QueueConfig) -> list[QueueConfig]:
         if not queue.cohort:

@@ -12,6 +12,7 @@ from scheduler.engine.model import (
     Policy,
     ReasonCode,
     Request,
+    Reservation,
     Snapshot,
     Topology,
 )
@@ -60,6 +61,44 @@ def reserved(request: Request, model: str, held: int, free: int, policy: Policy)
         ReasonCode.RESERVED,
         f"{free} free {model}, {held} held for reservation {', '.join(owners)}",
         {"gpu_model": model, "free": free, "held": held, "reservations": owners},
+    )
+
+
+def outside_reservation(
+    request: Request, model: str, reservation: Reservation | None, now: float
+) -> PendingReason:
+    """Work on a reservation waits for its window, and never runs on another model."""
+    name = request.reservation
+    if reservation is None:
+        why = f"reservation {name} is not open: it ended or was cancelled"
+    elif reservation.gpu_model != model:
+        why = f"reservation {name} holds {reservation.gpu_model}, not {model}"
+    elif now < reservation.starts_at:
+        why = f"reservation {name} opens in {reservation.starts_at - now:.0f} s"
+    else:
+        why = f"reservation {name} has ended"
+    return PendingReason(
+        ReasonCode.OUTSIDE_RESERVATION,
+        why,
+        {"reservation": name, "gpu_model": model, "open": reservation is not None},
+    )
+
+
+def reservation_full(request: Request, reservation: Reservation, used: int) -> PendingReason:
+    """Work on a reservation takes at most its GPUs, whatever else is free."""
+    free = reservation.gpus * WHOLE - used
+    asked = request.demand_on(request.least_nodes)
+    plural = "" if reservation.gpus == 1 else "s"
+    return PendingReason(
+        ReasonCode.RESERVATION_FULL,
+        f"reservation {reservation.id} holds {reservation.gpus} GPU{plural}; {_gpus(free)} free"
+        f" on it, {_gpus(asked)} asked",
+        {
+            "reservation": reservation.id,
+            "gpus": reservation.gpus,
+            "free": free / WHOLE,
+            "asked": asked / WHOLE,
+        },
     )
 
 

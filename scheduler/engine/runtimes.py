@@ -18,8 +18,11 @@ failed), not when it was preempted or cancelled. A workload's ``max_runtime_s`` 
 A workload that has already run ``ran_s`` is like the runs that lasted at least as long: the
 figures come from those samples only (the ratios above ``ran_s`` / estimate, or the durations
 above ``ran_s``), so work that outlived its expected end is not expected to end at once. When
-no sample lasted that long, or with no history, each figure is at least ``ran_s`` (it may end
-any moment).
+no sample lasted that long, or with no history, and the figures say it should have ended
+already, its runtime is taken as a heavy tail (a Pareto of shape ``OVERRUN_TAIL``, as long
+runs' durations usually are): having run t, it is expected to run t x a / (a - 1) in all (1.5 t
+at 3), 10th percentile t x 0.9^(-1/a), 90th t x 0.1^(-1/a). Its expected end then moves out
+as it runs on, never to now: the waiting work's estimates move with it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ DEFAULT: Final = Runtime(
     expected_s=3600.0, low_s=600.0, high_s=8 * 3600.0, basis=Basis.DEFAULT_RUNTIMES
 )
 ESTIMATE_RATIOS: Final = (0.5, 0.2, 1.0)  # run / estimate: expected, 10th, 90th percentile
+OVERRUN_TAIL: Final = 3.0  # the Pareto shape of work that outlived what history says
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,8 @@ class RuntimeBook:
             )
         else:
             runtime = self._learned(project, shape, array, ran_s)
+        if ran_s > 0 and runtime.expected_s <= ran_s:
+            runtime = _overrun(runtime, ran_s)
         return _within(runtime, ran_s, max_runtime_s or math.inf)
 
     def _learned(
@@ -146,6 +152,17 @@ class RuntimeBook:
                     continue  # it outlived every alike run: ask wider history
                 return Runtime(spread.median, spread.low, spread.high, Basis.LEARNED_RUNTIMES)
         return DEFAULT
+
+
+def _overrun(runtime: Runtime, ran_s: float) -> Runtime:
+    """The runtime of work that has run ``ran_s``, past its expected end (the module's tail)."""
+    tail = OVERRUN_TAIL
+    return Runtime(
+        ran_s * tail / (tail - 1),
+        ran_s * 0.9 ** (-1 / tail),
+        ran_s * 0.1 ** (-1 / tail),
+        runtime.basis,
+    )
 
 
 def _within(runtime: Runtime, least: float, most: float) -> Runtime:

@@ -10,7 +10,11 @@ from scheduler.selectors.policy import (
     priority_of,
     queues_of,
 )
-from scheduler.selectors.reservations import reservations_for_billing, reservations_overlapping
+from scheduler.selectors.reservations import (
+    reservations_for_billing,
+    reservations_overlapping,
+    workloads_on_reservations,
+)
 from scheduler.selectors.utilisation import (
     Utilisation,
     placements_utilisation,
@@ -37,5 +41,6 @@ __all__ = [
     "workload_estimates",
     "workload_events",
     "workload_states",
+    "workloads_on_reservations",
     "workloads_utilisation",
 ]

@@ -51,20 +51,24 @@ from scheduler.services.run_states import (
 from scheduler.services.standing import check_standing
 from scheduler.services.submission import check_submission, workload_submit
 from scheduler.services.what_if import (
+    AsAsked,
     ClusterWhatIf,
     ModelEstimate,
     ReservationAsked,
+    WorkloadEstimates,
     cluster_what_if,
     estimates_in_words,
     workload_estimate,
 )
 
 __all__ = [
+    "AsAsked",
     "ClusterWhatIf",
     "DryRun",
     "EstimatesRefreshed",
     "ModelEstimate",
     "ReservationAsked",
+    "WorkloadEstimates",
     "check_standing",
     "check_submission",
     "cluster_what_if",

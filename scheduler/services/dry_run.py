@@ -1,6 +1,7 @@
 """A dry run of a submission: every check of ``workload_submit``, then one engine cycle on
-the cluster as its tables stand now, with the workload added to what waits. Nothing is
-written: no event, no row; the engine it runs is thrown away.
+the cluster as its tables stand now (its latest forecast inputs, ``latest_forecast_inputs``),
+with the workload added to what waits. Nothing is written: no event, no row; the engine it
+runs is thrown away.
 
 The answer is what a cycle run now would decide for it, the work already waiting ordered
 with it as a cycle orders it; the cycle that follows a real submission may see a cluster
@@ -12,20 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
+from scheduler.engine.cycle import Scheduler
+from scheduler.selectors.forecasts import latest_forecast_inputs
 from scheduler.services.standing import check_forecast_rate
 from scheduler.services.submission import check_submission
-from scheduler.snapshot import (
-    cluster_usage,
-    cluster_view,
-    engine_of,
-    placements_of,
-    reason_shown,
-    request_of,
-    waiting_of,
-)
+from scheduler.snapshot import placements_of, reason_shown, request_of, waiting_of
 from scheduler.specs import WorkloadSpec
 from scheduler.standing import held_back
 from tenants.access import Actor
@@ -50,12 +44,13 @@ def workload_dry_run(*, actor: Actor, project: Project, spec: WorkloadSpec) -> D
     submitted = check_submission(actor=actor, project=project, spec=spec)
     check_forecast_rate(project.organization_id)
     now = timezone.now()
-    view = cluster_view(submitted.cluster_id)
-    usage = cluster_usage(submitted.cluster_id, settings.SCHEDULER_FAIRSHARE_HALF_LIFE_S, now)
+    inputs = latest_forecast_inputs(submitted.cluster_id)
+    view = inputs.view
     candidate = request_of({**submitted.model_dump(), "submitted_at": now})
-    engine = engine_of(view)
-    engine.fair_share(*usage.as_of(now.timestamp()))
-    ahead, _ = held_back(waiting_of(view))  # as the cycle sees the line
+    # The cycle's engine as ``scheduling._decide`` runs it: the running work, fair share's
+    # usage in the policy, the line without the work held back.
+    engine = Scheduler(inputs.snapshot, inputs.policy)
+    ahead, _ = held_back(waiting_of(view))
     decisions = engine.cycle([*ahead, candidate], now.timestamp())
     granted = next((a for a in decisions.allocations if a.workload == candidate.id), None)
     if granted is None:

@@ -26,7 +26,7 @@ from neocloud.core.transactions import session_try_lock
 from scheduler import hooks
 from scheduler.engine.forecast import Horizon, StartEstimate, forecast
 from scheduler.models import WAITING_STATUSES, Allocation, Workload, WorkloadEstimate
-from scheduler.selectors.forecasts import forecast_inputs
+from scheduler.selectors.forecasts import forecast_inputs_kept
 from scheduler.snapshot import waiting_of
 from scheduler.standing import held_back
 
@@ -54,7 +54,7 @@ def workload_estimates_refresh(*, cluster_id: uuid.UUID) -> EstimatesRefreshed:
             return EstimatesRefreshed(ran=False)
         observed, dropped = _settle(cluster_id)
         now = timezone.now()
-        estimates = _forecast(cluster_id, now)
+        estimates = _forecast(cluster_id)
         _store(cluster_id, estimates, now)
     return EstimatesRefreshed(True, len(estimates), observed, dropped)
 
@@ -91,10 +91,10 @@ def _settle(cluster_id: uuid.UUID) -> tuple[int, int]:
     return len(started), len(gone) - len(started)
 
 
-def _forecast(cluster_id: uuid.UUID, now: datetime) -> dict[str, StartEstimate]:
-    """The forecast of the cluster's waiting work as a cycle run at ``now`` would see it, with
+def _forecast(cluster_id: uuid.UUID) -> dict[str, StartEstimate]:
+    """The forecast of the cluster's waiting work as a cycle run now would see it, with
     the work its recent submissions say will come."""
-    inputs = forecast_inputs(cluster_id, now)
+    inputs = forecast_inputs_kept(cluster_id)  # the estimates and dry runs after it reuse them
     pending, _ = held_back(waiting_of(inputs.view))  # held work gets no estimate
     if not pending:
         return {}

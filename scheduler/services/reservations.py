@@ -1,19 +1,22 @@
 """Reservations: GPUs of a model held for a project's queue in a window, and their
-cancellation.
+cancellation (docs/reservations.md).
 
-``reservation_create`` checks the organization's standing and the approval threshold
-unlocked, then takes the log's append lock before its quota and capacity checks, so that
-two reservations never both fit in the same GPUs: no row lock (an order appends before it
+``reservation_create`` checks the organization's standing unlocked, then takes the log's
+append lock before the checks that read other reservations (the approval threshold and the
+organization's cap on what it holds at once, its quota, the cluster's capacity), so that two
+reservations never both fit in the same GPUs: no row lock (an order appends before it
 reserves, and no row is locked after the log's lock, ``neocloud.core.transactions``).
-``reservation_cancel`` locks the reservation's row, then appends; whoever follows the
-reservation (its order) is told on commit.
+``reservation_cancel`` locks the reservation's row, then appends, with whether the window
+stays billed; whoever follows the reservation (its order) is told on commit.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
@@ -24,7 +27,7 @@ from inventory.selectors import nodes_with_capacity
 from neocloud.core.transactions import row_lock
 from scheduler import events as ev
 from scheduler import hooks, triggers
-from scheduler.errors import QuotaExceeded, ReservationConflict
+from scheduler.errors import QuotaExceeded, ReservationConflict, TooMuchReserved
 from scheduler.models import Reservation, ReservationStatus
 from scheduler.selectors import reservations_overlapping
 from scheduler.services.shape import check_shape, cluster_for, invalid
@@ -49,11 +52,13 @@ def reservation_create(
     """Hold ``gpus`` of ``gpu_model`` for the project's queue in a window. Refused when the
     reservations overlapping the window already hold what the cluster has of that model, or
     with this one would hold more than the project's or the organization's quota; when the
-    organization may not start work (``check_standing``); and over the approval threshold
-    unless it fulfils an approved order (``order_id``).
+    organization may not start work (``check_standing``); over the approval threshold,
+    counted with what the organization already holds of the model at once in the window,
+    unless it fulfils an approved order (``order_id``); and past the organization's cap on
+    GPUs reserved at once (``RESERVED_GPUS_PER_ORGANIZATION``).
 
-    Both checks run under the log's append lock: the quota check spans the organization's
-    clusters, the capacity check the cluster's reservations."""
+    Those checks run under the log's append lock: they read the organization's reservations
+    on every cluster, and the cluster's."""
     organization = Organization.objects.get(pk=project.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization)
     if gpus < 1:
@@ -72,13 +77,18 @@ def reservation_create(
     check_shape(spec)
     cluster = cluster_for(spec)
     check_standing(organization=organization, project=project, gpu_models=(gpu_model,))
-    check_approval(gpus, "gpus", order_id)
     reservation_id = uuid.uuid4()
     with transaction.atomic():
-        # One reservation at a time: the quota and capacity checks below must not race.
-        # Under the log's lock, not the organization's or the cluster's rows: an order appends
-        # before it reserves, and no row is locked after the log's lock (core.transactions).
+        # One reservation at a time: the checks below must not race. Under the log's lock,
+        # not the organization's or the cluster's rows: an order appends before it reserves,
+        # and no row is locked after the log's lock (core.transactions).
         store.take_append_lock()
+        ours = list(
+            reservations_overlapping(starts_at, ends_at).filter(organization_id=organization.pk)
+        )
+        same_model = [r for r in ours if r.gpu_model == gpu_model]
+        check_approval(gpus, "gpus", order_id, reserved=_at_once(same_model, starts_at, ends_at))
+        _check_reserved_at_once(organization, ours, gpus, starts_at, ends_at)
         _check_reserved_quota(project, gpu_model, gpus, starts_at, ends_at)
         fleet = (
             nodes_with_capacity()
@@ -119,6 +129,42 @@ def reservation_create(
     return Reservation.objects.get(pk=reservation_id)
 
 
+def _at_once(reservations: Iterable[Reservation], starts_at: datetime, ends_at: datetime) -> int:
+    """The most GPUs ``reservations`` hold at one instant of ``[starts_at, ends_at)``."""
+    changes: list[tuple[datetime, int]] = []
+    for r in reservations:
+        changes += [(max(r.starts_at, starts_at), r.gpus), (min(r.ends_at, ends_at), -r.gpus)]
+    most = held = 0
+    for _, change in sorted(changes):  # at one instant, what ends goes before what starts
+        held += change
+        most = max(most, held)
+    return most
+
+
+def _check_reserved_at_once(
+    organization: Organization,
+    held: Iterable[Reservation],
+    gpus: int,
+    starts_at: datetime,
+    ends_at: datetime,
+) -> None:
+    """Reserved GPUs are capacity nobody else may use, paid for or not: an organization holds
+    at most ``RESERVED_GPUS_PER_ORGANIZATION`` of them at once, all models together."""
+    limit = settings.RESERVED_GPUS_PER_ORGANIZATION
+    reserved = _at_once(held, starts_at, ends_at)
+    if reserved + gpus <= limit:
+        return
+    message = (
+        f"organization {organization.slug} holds {reserved} GPUs reserved at once in that"
+        f" window, of at most {limit}: {gpus} more would pass it"
+    )
+    raise TooMuchReserved(
+        message,
+        fields={"gpus": [message]},
+        details={"reserved": reserved, "limit": limit, "adding": gpus},
+    )
+
+
 def _check_reserved_quota(
     project: Project, gpu_model: str, gpus: int, starts_at: datetime, ends_at: datetime
 ) -> None:
@@ -151,8 +197,18 @@ def _check_reserved_quota(
         )
 
 
+def cancellation_charged(reservation: Reservation, now: datetime) -> bool:
+    """Whether cancelling ``reservation`` at ``now`` leaves its whole window billed: inside
+    the notice period before its start (``RESERVATION_CANCELLATION_NOTICE_S``) or after it.
+    Earlier, the capacity can still be sold to someone else, and it costs nothing."""
+    notice = timedelta(seconds=settings.RESERVATION_CANCELLATION_NOTICE_S)
+    return now > reservation.starts_at - notice
+
+
 def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = "") -> Reservation:
-    """Give the GPUs back; whoever follows the reservation (its order) is told on commit."""
+    """Give the GPUs back; the window stays billed when cancelled late
+    (``cancellation_charged``), as the cancelled reservation's ``cancellation_charged`` says;
+    whoever follows the reservation (its order) is told on commit."""
     organization = Organization.objects.get(pk=reservation.organization_id)
     actor.require(Action.WORKLOAD_WRITE, organization, starting=False)  # suspended too
     reason = reason or f"cancelled by {actor.label}"
@@ -163,7 +219,11 @@ def reservation_cancel(*, actor: Actor, reservation: Reservation, reason: str = 
         store.append(
             ev.RESERVATION_STREAM,
             str(reservation.pk),
-            [ev.ReservationCancelled(reason=reason)],
+            [
+                ev.ReservationCancelled(
+                    reason=reason, charged=cancellation_charged(reservation, timezone.now())
+                )
+            ],
             expected_version=reservation.version,
             metadata=actor.metadata(organization.pk),
         )

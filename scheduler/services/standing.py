@@ -69,19 +69,25 @@ def check_waiting(*, organization: Organization, adding: Mapping[Project, int]) 
         )
 
 
-def check_approval(gpus: int, field: str, order_id: uuid.UUID | None) -> None:
+def check_approval(
+    gpus: int, field: str, order_id: uuid.UUID | None, *, reserved: int | None = None
+) -> None:
     """Work of more GPUs than the approval threshold starts only from an order, which an
-    operator approved (orders at most the threshold are approved at once)."""
+    operator approved (orders at most the threshold are approved at once). A reservation
+    counts with the ``reserved`` GPUs its organization already holds of that model at once in
+    its window: reservations split in parts would pass it otherwise."""
     threshold = hooks.approval_threshold.first()
-    if order_id is not None or threshold is None or gpus <= threshold:
+    if order_id is not None or threshold is None or gpus + (reserved or 0) <= threshold:
         return
+    held = f", with the {reserved} already reserved in that window," if reserved else ""
     message = (
-        f"{gpus} GPUs is over the approval threshold of {threshold}: order it"
+        f"{gpus} GPUs{held} is over the approval threshold of {threshold}: order it"
         " (POST /api/v1/orders), an operator approves it"
     )
-    raise ApprovalRequired(
-        message, fields={field: [message]}, details={"gpus": gpus, "threshold": threshold}
-    )
+    details = {"gpus": gpus, "threshold": threshold}
+    if reserved is not None:  # a reservation's check
+        details["reserved"] = reserved
+    raise ApprovalRequired(message, fields={field: [message]}, details=details)
 
 
 def check_forecast_rate(organization_id: uuid.UUID) -> None:

@@ -240,3 +240,12 @@ def _check_reservation(project: Project, spec: WorkloadSpec, cluster: Cluster) -
         spec.gpu_models and reservation.gpu_model not in spec.gpu_models
     ):
         raise invalid("reservation", "the reservation holds other GPUs", "mismatch")
+    # The engine holds work on a reservation to its GPUs; more than all of them never starts.
+    least = spec.gpus_per_node * (spec.min_nodes or spec.nodes) * spec.gpu_milli
+    if least > reservation.gpus * 1000:
+        raise ValidationFailed(
+            f"the workload asks {least / 1000:g} GPUs at least; reservation {reservation.pk}"
+            f" holds {reservation.gpus}",
+            fields={"gpus_per_node": ["exceeds_reservation"]},
+            details={"asked": least / 1000, "reservation_gpus": reservation.gpus},
+        )

@@ -3,10 +3,11 @@ an operator's change (a drain, a new reservation) would do to the waiting work's
 estimates, before either is done.
 
 Both run the engine's forecast (``scheduler.engine.forecast``) on the cluster as its tables
-stand now, once more with the change: the candidate added to the waiting work (restricted to
-one GPU model and cluster), or the drained nodes made unschedulable (their running work goes
-on until it ends, as a drain lets it) and the reservation added to the policy. Nothing is
-written: no event, no row; each engine run is thrown away.
+stand now (its latest forecast inputs, ``latest_forecast_inputs``), once more with the
+change: the candidate added to the waiting work (restricted to one GPU model and cluster), or
+the drained nodes made unschedulable (their running work goes on until it ends, as a drain
+lets it) and the reservation added to the policy. Nothing is written: no event, no row; each
+engine run is thrown away.
 
 Reads only, no locks: the cluster may move between the reads and the answer, as it may
 between a dry run and the submission that follows it.
@@ -29,10 +30,11 @@ from scheduler import hooks
 from scheduler.engine.forecast import Basis, Runtime, StartEstimate, forecast
 from scheduler.engine.model import Request, Reservation
 from scheduler.errors import GpuHoursExhausted, QuotaExceeded, Unschedulable
+from scheduler.events import WorkloadSubmitted
 from scheduler.models import Reservation as ReservationRow
 from scheduler.models import Workload
 from scheduler.selectors.fleet import FleetFacts, fleet_facts
-from scheduler.selectors.forecasts import ForecastInputs, forecast_inputs
+from scheduler.selectors.forecasts import ForecastInputs, latest_forecast_inputs
 from scheduler.services.standing import check_forecast_rate
 from scheduler.services.submission import check_submission
 from scheduler.snapshot import ClusterView, request_of, waiting_of
@@ -76,16 +78,52 @@ def _moment(seconds: float | None) -> datetime | None:
 # --- Before submitting ----------------------------------------------------------------------
 
 
-def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> list[ModelEstimate]:
-    """What ``workload_submit`` would refuse (the same errors), else for each acceptable GPU
-    model and cluster: whether the workload would start now, else when (the forecast with it
-    added to the waiting work, restricted to that model), and its price per hour. Soonest
-    first; the models it could never start on last."""
-    plan = PricePlan(check_submission(actor=actor, project=project, spec=spec).price_plan)
+@dataclass(frozen=True)
+class AsAsked:
+    """When the workload as asked would start: with all its GPU models (none: any), on the
+    cluster a submission picks. What the cycle after submitting it decides, as the per-model
+    answers may not: a request that may take a model a workload held at the head of the line
+    waits for, waits behind it even where another of its models is free."""
+
+    cluster_id: uuid.UUID
+    cluster: str
+    gpu_models: tuple[str, ...]
+    starts_now: bool
+    start: datetime | None
+    earliest: datetime | None
+    latest: datetime | None
+    wait_s: float | None
+    basis: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class WorkloadEstimates:
+    """``workload_estimate``'s answer: ``as_asked``, and ``models``: each acceptable GPU
+    model and cluster as if the workload were asked for that model alone (soonest first; the
+    models it could never start on last)."""
+
+    as_asked: AsAsked
+    models: list[ModelEstimate]
+
+
+def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> WorkloadEstimates:
+    """What ``workload_submit`` would refuse (the same errors), else when the workload as
+    asked would start (the forecast with it added to the waiting work of the cluster it would
+    go to: its first cycle is the engine's cycle, the same ordering, head-of-line holds and
+    backfill as the real one), and for each acceptable GPU model and cluster whether it
+    would start now, else when (restricted to that model), and its price per hour."""
+    asked = check_submission(actor=actor, project=project, spec=spec)
+    plan = PricePlan(asked.price_plan)
     check_forecast_rate(project.organization_id)
     now = timezone.now()
     facts = fleet_facts()
     inputs: dict[uuid.UUID, ForecastInputs] = {}
+
+    def inputs_of(cluster_id: uuid.UUID) -> ForecastInputs:
+        if cluster_id not in inputs:
+            inputs[cluster_id] = latest_forecast_inputs(cluster_id)
+        return inputs[cluster_id]
+
     answers = []
     for gpu_model, cluster in _candidates(spec, facts):
         if cluster is None:
@@ -97,19 +135,23 @@ def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> 
         except NEVER_HERE as refused:
             answers.append(_never(narrowed, gpu_model, cluster, plan, refused.message, now))
             continue
-        if cluster.pk not in inputs:
-            inputs[cluster.pk] = forecast_inputs(cluster.pk, now)
-        answers.append(
-            _estimate(
-                inputs[cluster.pk],
-                request_of({**submitted.model_dump(), "submitted_at": now}),
-                narrowed,
-                cluster,
-                plan,
-                now,
-            )
-        )
-    return sorted(answers, key=_soonest)
+        mine = _forecast_of(inputs_of(cluster.pk), submitted, spec.max_runtime_s, now)
+        why = "nothing in the cluster could ever hold it" if Basis.NEVER in mine.basis else None
+        answers.append(_answer(narrowed, gpu_model, cluster, plan, mine, now, why))
+    whole = _forecast_of(inputs_of(asked.cluster_id), asked, spec.max_runtime_s, now)
+    cluster = facts.clusters[asked.cluster_id]
+    as_asked = AsAsked(
+        cluster_id=cluster.pk,
+        cluster=cluster.slug,
+        gpu_models=tuple(spec.gpu_models),
+        starts_now=Basis.NOW in whole.basis,
+        start=_moment(whole.start),
+        earliest=_moment(whole.earliest),
+        latest=_moment(whole.latest),
+        wait_s=None if whole.start is None else max(0.0, whole.start - now.timestamp()),
+        basis=tuple(b.value for b in whole.basis),
+    )
+    return WorkloadEstimates(as_asked, sorted(answers, key=_soonest))
 
 
 def _candidates(spec: WorkloadSpec, facts: FleetFacts) -> list[tuple[str, Cluster | None]]:
@@ -200,19 +242,17 @@ def _nowhere(spec: WorkloadSpec, gpu_model: str, plan: PricePlan, now: datetime)
     return _never(spec, gpu_model, None, plan, f"no cluster{where} has {gpu_model} nodes", now)
 
 
-def _estimate(
-    inputs: ForecastInputs,
-    candidate: Request,
-    spec: WorkloadSpec,
-    cluster: Cluster,
-    plan: PricePlan,
-    now: datetime,
-) -> ModelEstimate:
+def _forecast_of(
+    inputs: ForecastInputs, submitted: WorkloadSubmitted, max_runtime_s: float | None, now: datetime
+) -> StartEstimate:
+    """The forecast of the cluster's waiting work with ``submitted`` added (at ``now``), as a
+    cycle would see the line: the work of organizations held back left out."""
+    candidate = request_of({**submitted.model_dump(), "submitted_at": now})
     own = inputs.book.runtime(
         candidate.project,
         candidate.shape,
         candidate.runtime_estimate_s,
-        max_runtime_s=spec.max_runtime_s,
+        max_runtime_s=max_runtime_s,
     )
     pending = [*held_back(waiting_of(inputs.view))[0], candidate]
     arrivals, base = inputs.arrivals(pending)
@@ -220,24 +260,42 @@ def _estimate(
     def runtime_of(workload: str) -> Runtime:
         return own if workload == candidate.id else base(workload)
 
-    estimate = forecast(
-        inputs.snapshot, pending, inputs.policy, inputs.at, runtime_of, arrivals=arrivals
-    )
-    mine = estimate[candidate.id]
-    why = "nothing in the cluster could ever hold it" if Basis.NEVER in mine.basis else None
-    return _answer(spec, spec.gpu_models[0], cluster, plan, mine, now, why)
+    # At ``now``, as the cycle after the submission decides (the inputs may be a few seconds
+    # older: ``latest_forecast_inputs``).
+    at = max(inputs.at, now.timestamp())
+    estimate = forecast(inputs.snapshot, pending, inputs.policy, at, runtime_of, arrivals=arrivals)
+    return estimate[candidate.id]
 
 
-def estimates_in_words(answers: Sequence[ModelEstimate]) -> str:
+def estimates_in_words(answer: WorkloadEstimates) -> str:
     """The answers that could start, soonest first, as a person says them: "4 x a100 now,
-    or 4 x h100 in about 40 min"; "never" when none could."""
+    or 4 x h100 in about 40 min"; "never" when none could. When one model alone would start
+    sooner than the workload as asked, the as-asked start follows: that is what submitting
+    the form as it stands gives."""
     said = []
-    for answer in answers:
-        if answer.never is not None or answer.wait_s is None:
+    for model in answer.models:
+        if model.never is not None or model.wait_s is None:
             continue
-        when = "now" if answer.starts_now else f"in about {duration_in_words(answer.wait_s)}"
-        said.append(f"{answer.gpus:g} x {answer.gpu_model} {when}")
-    return ", or ".join(dict.fromkeys(said)) or "never"
+        said.append(f"{model.gpus:g} x {model.gpu_model} {_when(model.starts_now, model.wait_s)}")
+    words = ", or ".join(dict.fromkeys(said)) or "never"
+    asked = answer.as_asked
+    sooner = [
+        m
+        for m in answer.models
+        if m.wait_s is not None
+        and m.never is None
+        and (asked.wait_s is None or m.wait_s < asked.wait_s)
+        and not (asked.starts_now and m.starts_now)
+    ]
+    if sooner:
+        models = " or ".join(asked.gpu_models) or "any GPU model"
+        when = "never" if asked.wait_s is None else _when(asked.starts_now, asked.wait_s)
+        words += f"; as asked ({models}): {when}"
+    return words
+
+
+def _when(now: bool, wait_s: float) -> str:
+    return "now" if now else f"in about {duration_in_words(wait_s)}"
 
 
 def duration_in_words(seconds: float) -> str:
@@ -319,10 +377,10 @@ def cluster_what_if(
         raise ValidationFailed("ask for a drain or a reservation", fields={"drain": ["required"]})
     drained = _drained(cluster, drain)
     now = timezone.now()
-    inputs = forecast_inputs(cluster.pk, now)
+    inputs = latest_forecast_inputs(cluster.pk)
     pending, _ = held_back(waiting_of(inputs.view))
     arrivals, runtime_of = inputs.arrivals(pending)
-    at = inputs.at
+    at = max(inputs.at, now.timestamp())  # the inputs may be a few seconds older
     before = forecast(inputs.snapshot, pending, inputs.policy, at, runtime_of, arrivals=arrivals)
     snapshot, policy = inputs.snapshot, inputs.policy
     if drained:

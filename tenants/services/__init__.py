@@ -24,12 +24,19 @@ from tenants.services.organizations import (
 from tenants.services.projects import project_create, project_update
 from tenants.services.quotas import quota_clear, quota_set
 from tenants.services.secrets import secret_create, secret_delete, secret_update, secrets_reseal
-from tenants.services.users import user_get_or_register, user_register, user_update
+from tenants.services.users import (
+    email_verification_token,
+    user_email_verify,
+    user_get_or_register,
+    user_register,
+    user_update,
+)
 
 __all__ = [
     "api_key_create",
     "api_key_mark_used",
     "api_key_revoke",
+    "email_verification_token",
     "invitation_accept",
     "invitation_create",
     "invitation_revoke",
@@ -51,6 +58,7 @@ __all__ = [
     "secret_delete",
     "secret_update",
     "secrets_reseal",
+    "user_email_verify",
     "user_get_or_register",
     "user_register",
     "user_update",

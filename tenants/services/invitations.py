@@ -27,6 +27,7 @@ from tenants.models import (
 from tenants.services.members import check_owner_rights
 from tenants.services.projects import check_projects
 from tenants.services.stream import organization_append, organization_locked
+from tenants.services.users import user_email_mark_verified
 
 INVITATION_TTL = timedelta(days=7)
 
@@ -70,7 +71,8 @@ def invitation_create(
 
 
 def invitation_accept(*, actor: Actor, token: str) -> Membership:
-    """The invited user (signed in with the invited e-mail) joins."""
+    """The invited user (signed in with the invited e-mail) joins; their address counts as
+    verified from now on."""
     invitation = selectors.invitation_find(token_hash=secrets.digest(token))
     if invitation is None or invitation.state != InvitationState.PENDING:
         state = invitation.state if invitation else "unknown"
@@ -97,6 +99,8 @@ def invitation_accept(*, actor: Actor, token: str) -> Membership:
             ),
         ],
     )
+    # The link came to the invited address: that proves it (a signed-up user not verified yet).
+    user_email_mark_verified(actor=actor, user=actor.user)
     return Membership.objects.get(pk=membership_id)
 
 

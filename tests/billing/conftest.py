@@ -36,6 +36,7 @@ class History(SchedulingLog):
         offering: str | None = "1xh100",
         plan: str = "on_demand",
         name: str = "w",
+        reservation_id: uuid.UUID | None = None,
     ) -> uuid.UUID:
         return super().submit(
             at,
@@ -43,6 +44,7 @@ class History(SchedulingLog):
             offering=offering,
             kind="service",
             name=name,
+            reservation_id=reservation_id,
             preemptible=plan == "preemptible",
             retry_limit=3,
             restart_policy="always",

@@ -275,6 +275,38 @@ def test_reserved_capacity_is_billed_for_its_window_used_or_not(
     ]
 
 
+def test_work_on_a_reservation_past_its_window_is_billed_on_demand(
+    customer: commerce_builders.Customer, history: History
+) -> None:
+    # given a reservation of 2 H100 for the 5th, a default on-demand price of 300 an hour, and
+    # work on the reservation that ran on two hours past its end
+    run(
+        services.default_price_set,
+        gpu_model="h100",
+        price_per_gpu_hour_minor=300,
+        currency="USD",
+    )
+    held = reserve(history, at(5), at(6), cancelled=None)
+    work = history.submit(at(5), offering="h100-reserved", plan="reserved", reservation_id=held)
+    allocation = history.grant(work, at(5))
+    history.running(work, allocation, at(5))
+    history.release(work, allocation, at(6, 2))
+
+    close()
+
+    # then the window is billed, the usage inside it is at zero, and the two hours after it
+    # at the on-demand price
+    key = f"usage/{customer.project.pk}/h100-reserved/h100/reserved/{commerce_builders.REGION}"
+    assert [
+        (line.source, line.milli_gpu_seconds, line.amount_minor)
+        for line in only_invoice(customer).lines.all()
+    ] == [
+        (key, 24 * 3_600_000, 0),
+        (f"{key}/beyond", 2 * 3_600_000, 2 * 300),
+        (f"reservation/{held}", 2 * 24 * 3_600_000, 2 * 24 * 180),
+    ]
+
+
 def test_sla_breaches_become_credits_on_the_next_invoice(
     customer: commerce_builders.Customer, history: History
 ) -> None:

@@ -24,6 +24,7 @@ from billing.rating import (
     compose,
     rate_reservations,
     rate_usage,
+    usage_key,
 )
 
 PROJECT = uuid.UUID(int=1)
@@ -104,9 +105,49 @@ def test_unpriced_usage_is_refused_not_free() -> None:
 
 
 def test_usage_under_the_reserved_plan_is_covered_by_the_reservation() -> None:
-    (line,) = rate_usage([Usage(PROJECT, "1xh100", "h100", "reserved", "eu", 3_600_000)], book())
+    usage = Usage(PROJECT, "1xh100", "h100", "reserved", "eu", 3_600_000)
+
+    (line,) = rate_usage([usage], book(), {usage_key(usage): 3_600_000})
+
     assert line.amount_minor == 0
     assert "covered by the reservation" in line.description
+
+
+@pytest.mark.parametrize(
+    ("covered", "expected"),
+    [
+        pytest.param(
+            3 * 3_600_000,
+            [("", 3 * 3_600_000, 0)],
+            id="all-inside-the-window",
+        ),
+        pytest.param(
+            3_600_000,
+            [("", 3_600_000, 0), ("/beyond", 2 * 3_600_000, 2 * 250)],
+            id="two-hours-past-the-window-at-the-on-demand-price",
+        ),
+        pytest.param(0, [("/beyond", 3 * 3_600_000, 3 * 250)], id="no-reservation-paid-for-it"),
+    ],
+)
+def test_reserved_usage_outside_a_reservation_s_window_is_rated_on_demand(
+    covered: int, expected: list[tuple[str, int, int]]
+) -> None:
+    usage = Usage(PROJECT, "1xh100", "h100", "reserved", "eu", 3 * 3_600_000)
+
+    lines = rate_usage([usage], book(), {usage_key(usage): covered})
+
+    key = usage_key(usage)
+    assert [
+        (line.source.removeprefix(key), line.milli_gpu_seconds, line.amount_minor) for line in lines
+    ] == expected
+
+
+def test_reserved_usage_beyond_its_window_without_an_on_demand_price_is_refused() -> None:
+    usage = Usage(PROJECT, None, "l4", "reserved", None, 1000)
+    prices = PriceBook(defaults={("l4", "reserved"): Price(100, "USD")})
+
+    with pytest.raises(Unpriced, match="no on_demand price for GPU model l4 beyond a reservation"):
+        rate_usage([usage], prices)
 
 
 def test_a_reservation_is_billed_for_the_part_of_its_window_in_the_period() -> None:

@@ -46,6 +46,7 @@ def running(
     started_at: float = 0.0,
     ends_at: float | None = None,
     milli: int = 1000,
+    reservation: str | None = None,
 ) -> Allocation:
     return Allocation(
         workload=workload,
@@ -55,5 +56,6 @@ def running(
         preemptible=preemptible,
         started_at=started_at,
         ends_at=ends_at,
+        reservation=reservation,
         placements=(Placement(node=node, gpus=gpus, gpu_milli=milli, cpu_milli=0, memory_mib=0),),
     )

@@ -67,6 +67,7 @@ class SchedulingLog:
         retry_limit: int = 0,
         restart_policy: str = "never",
         program: dict[str, Any] | None = None,
+        reservation_id: uuid.UUID | None = None,
     ) -> uuid.UUID:
         """``program``: what it runs (command, image, env, secrets, working_dir, ports)."""
         workload_id = workload_id or uuid.uuid4()
@@ -95,7 +96,7 @@ class SchedulingLog:
                 max_runtime_s=None,
                 retry_limit=retry_limit,
                 restart_policy=restart_policy,
-                reservation_id=None,
+                reservation_id=reservation_id,
                 price_plan=price_plan,
                 offering=offering,
                 order_id=None,

@@ -196,7 +196,7 @@ def test_a_reservation_cancelled_on_the_page_is_cancelled_as_the_api_does(
     build: Builder, member: Member
 ) -> None:
     ready_fleet(nodes=1)
-    start, end = _window()
+    start, end = _window(days=2)  # before the notice period: free
     ours, theirs = (
         run(
             scheduler.reservation_create,
@@ -223,7 +223,7 @@ def test_a_reservation_cancelled_on_the_page_is_cancelled_as_the_api_does(
         f"cancelled by api_key:{key.prefix}",
     ]
     page = client.get("/reservations").content.decode()
-    assert "Reservation cancelled." in page
+    assert "Reservation cancelled at no charge." in page  # the confirmation says what it cost
     assert 'class="nc-timeline-bar"' not in page
     assert f'action="/reservations/{ours.pk}/cancel"' not in page
 
@@ -368,7 +368,10 @@ def test_a_member_reserves_and_cancels_from_the_page(
     assert serious_violations(page) == []
 
     row.get_by_role("button", name="Cancel").click()
-    expect(page.get_by_role("status")).to_have_text("Reservation cancelled.")
+    expect(page.get_by_role("status")).to_have_text(
+        "Reservation cancelled; its whole window is still billed (cancelled within the notice"
+        " period before its start, or after it)."
+    )
     expect(row.locator("td.nc-status")).to_have_text("Cancelled")
     reservation.refresh_from_db()
     assert reservation.status == ReservationStatus.CANCELLED

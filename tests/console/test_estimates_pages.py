@@ -124,6 +124,12 @@ def _estimate(start: float | None, earliest: float | None, latest: float | None,
         ),
         pytest.param(_estimate(0, 0, 0, "now"), "should start in the next cycle", id="now"),
         pytest.param(
+            _estimate(-420, -600, 60, "runtime_estimates"),
+            f"expected by {NOW - timedelta(seconds=420):%H:%M} UTC, but the work ahead is"
+            " running longer",
+            id="passed",
+        ),
+        pytest.param(
             _estimate(None, None, None, "runtime_estimates", "beyond_horizon"),
             "not expected to start within the next 7 days",
             id="beyond-the-horizon",

@@ -45,6 +45,7 @@ POST_ONLY = {
     "api-key-revoke",
     "invoice-pay",
     "budget-clear",
+    "verify-email-resend",
 }
 
 
@@ -120,6 +121,7 @@ def _anonymous_pages(world: World) -> list[str]:
         "/password-reset/done",
         f"/invitations/{world.invitation_token}",
         "/signup",
+        f"/verify-email/{tenants.email_verification_token(user)}",
     ]
 
 

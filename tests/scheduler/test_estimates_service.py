@@ -22,6 +22,7 @@ from inventory import services as inventory
 from inventory.lifecycle import NodeAction
 from inventory.models import Cluster
 from scheduler import services, tasks
+from scheduler.engine.forecast import Basis
 from scheduler.models import Allocation, Workload, WorkloadEstimate
 from scheduler.services.estimates import LOCK_CLASS
 from tests.builders import Builder, client_with_key, run
@@ -293,3 +294,43 @@ def test_the_schema_documents_the_estimate_fields(client: Client) -> None:
     assert fields["estimate_basis"]["type"] == "array"
     assert {"never", "now", "runtime_estimates", "learned_runtimes", "quota"} <= set(basis)
     assert "estimate_message" in fields
+
+
+def test_a_run_that_outlives_its_expected_end_moves_the_estimate_behind_it_out(
+    line: Line,
+) -> None:
+    running, waiting = line.running, line.waiting
+    granted = Allocation.objects.get(workload=running).granted_at
+    _refresh(waiting)
+    first = WorkloadEstimate.objects.get(workload_id=waiting.pk).estimated_start
+    assert first is not None
+    # 45 min after the grant: past the 30 min expected of its hour's estimate, still running.
+    later = granted + timedelta(seconds=0.75 * HOUR)
+
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        _refresh(waiting)
+
+    moved = WorkloadEstimate.objects.get(workload_id=waiting.pk)
+    assert moved.estimated_start is not None
+    assert moved.estimated_start > first
+    assert Basis.NOW.value not in moved.basis
+    # Having run 45 min past what it was expected to, it is expected to run half as long again.
+    expected = granted + timedelta(seconds=1.5 * 0.75 * HOUR)
+    assert abs((moved.estimated_start - expected).total_seconds()) < 1
+
+
+def test_beat_refreshes_the_estimates_on_its_own_schedule_without_a_cycle(
+    settings: Any, line: Line
+) -> None:
+    entry = settings.CELERY_BEAT_SCHEDULE["scheduler-estimates-refresh"]
+    assert entry == {
+        "task": "scheduler.estimates_refresh",
+        "schedule": settings.SCHEDULER_ESTIMATES_REFRESH_S,
+    }
+    assert WorkloadEstimate.objects.count() == 0
+
+    tasks.estimates_refresh.delay()
+
+    estimate = WorkloadEstimate.objects.get(workload_id=line.waiting.pk)
+    assert estimate.estimated_start is not None
+    assert WorkloadEstimate.objects.count() == 1

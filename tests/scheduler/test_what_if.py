@@ -4,6 +4,7 @@ reservation would do to the waiting work's estimates). Neither writes anything."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -481,3 +482,65 @@ def test_work_from_an_offering_is_priced_at_the_offerings_catalog_price_in_its_r
     assert (estimate["gpu_model"], estimate["region"], estimate["gpus"]) == ("h100", "eu-west", 1.0)
     assert (estimate["price_per_gpu_hour_minor"], estimate["price_per_hour_minor"]) == (250, 250)
     assert estimate["starts_now"]
+
+
+def _gang_at_the_head(build: Builder, tenant: Tenant) -> None:
+    """Eight 8-GPU H100 nodes and an 8-GPU A100 node; one H100 node busy for 10 min by its
+    estimate, and a 64-GPU gang of another project waiting for every H100 (the head of the
+    line: it holds back the H100 work that would not end before it could start)."""
+    fleet = ready_fleet(nodes=8, gpus=8)
+    model_node(fleet, "a100", gpus=8)
+    _busy(tenant, 8)
+    other = build.project(tenant.organization, "Pretraining")
+    gang = run(
+        services.workload_submit,
+        project=other,
+        spec=job("gang", gpus=8, nodes=8, runtime_estimate_s=3600),
+    )
+    assert Workload.objects.get(pk=gang.pk).status == "admitted"
+
+
+@pytest.mark.parametrize(
+    ("gpu_models", "runtime_estimate_s", "starts"),
+    [
+        pytest.param(["h100"], 3600.0, False, id="h100-longer-than-the-head-waits"),
+        pytest.param(["h100"], None, False, id="h100-without-estimate"),
+        pytest.param(["h100"], 5.0, True, id="h100-ending-before-the-head-backfills"),
+        pytest.param(["h100", "a100"], None, False, id="h100-or-a100-waits-behind-the-head"),
+        pytest.param([], 3600.0, False, id="any-model-waits-behind-the-head"),
+        pytest.param(["a100"], None, True, id="a100-alone-is-not-held"),
+    ],
+)
+def test_the_what_if_as_asked_and_the_dry_run_say_what_the_cycle_does_when_submitted(
+    build: Builder,
+    tenant: Tenant,
+    in_process: None,
+    gpu_models: list[str],
+    runtime_estimate_s: float | None,
+    starts: bool,
+) -> None:
+    _gang_at_the_head(build, tenant)
+    client = _client(build, tenant)
+    body = _body(tenant, gpu_models=gpu_models, gpus_per_node=4)
+    body["runtime_estimate_s"] = runtime_estimate_s
+
+    estimate = client.post(ESTIMATE, body, format="json").json()
+    dry_run = client.post("/api/v1/workloads?dry_run=true", body, format="json").json()
+    submitted = run(
+        services.workload_submit,
+        project=tenant.project,
+        spec=replace(
+            job("probe", gpus=4, runtime_estimate_s=runtime_estimate_s),
+            gpu_models=tuple(gpu_models),
+        ),
+    )
+
+    started = Workload.objects.get(pk=submitted.pk).status == "running"
+    assert started is starts
+    assert estimate["as_asked"]["starts_now"] is started, estimate
+    assert dry_run["could_run_now"] is started, dry_run
+    if not started:
+        # Nothing in the summary says the form as asked starts now.
+        said = estimate["summary"]
+        assert "as asked" in said or not any(e["starts_now"] for e in estimate["estimates"])
+        assert "head_of_line" in estimate["as_asked"]["basis"]
