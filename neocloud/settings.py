@@ -322,7 +322,7 @@ FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(
 # the fleet from everyone.
 RESERVED_GPUS_PER_ORGANIZATION = int(os.environ.get("RESERVED_GPUS_PER_ORGANIZATION", "64"))
 # A reservation cancelled less than this many seconds before its start (or after it) is billed
-# for its whole window; cancelled earlier, it costs nothing (docs/reservations.md).
+# for its whole window; cancelled earlier, it costs nothing (docs/user-guide/reservations.md).
 RESERVATION_CANCELLATION_NOTICE_S = int(
     os.environ.get("RESERVATION_CANCELLATION_NOTICE_S", str(24 * 3600))
 )

@@ -1,6 +1,6 @@
 """How often the engine's property tests reach each hard case: draws scenarios from
 ``tests/strategies.py`` as hypothesis generates them and prints the share of each label of
-``tests.strategies.reached`` (docs/engine-properties.md).
+``tests.strategies.reached`` (docs/architecture/engine-properties.md).
 
 Usage: ``.venv/bin/python scripts/engine_scenario_shares.py [EXAMPLES]`` (default 3000), from
 the repository's root.

@@ -1,5 +1,5 @@
 """Reservations: GPUs of a model held for a project's queue in a window, and their
-cancellation (docs/reservations.md).
+cancellation (docs/user-guide/reservations.md).
 
 ``reservation_create`` checks the organization's standing unlocked, then takes the log's
 append lock before the checks that read other reservations (the approval threshold and the
