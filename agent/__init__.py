@@ -4,4 +4,8 @@ It imports nothing of the control plane (no Django, none of the project's apps):
 it only over HTTP, by the contract of issue 13 (docs/operations/node-agent.md).
 """
 
-VERSION = "0.1.0"
+from importlib.metadata import version
+
+# pyproject's version (the control plane reads the same: ``neocloud.__version__``); reported in
+# every heartbeat and as the User-Agent, so operators see which agents to upgrade.
+VERSION = version("neocloud")

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import VERSION
+
 RUNTIMES = ("process", "podman", "docker")
 
 
@@ -117,6 +119,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         prog="neocloud-agent",
         description="The NeoCloud node agent: runs this node's assignments.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     for flag, variable, kind, default, text in _OPTIONS:
         # A string default goes through `type` like a flag would: a bad variable is an
         # argparse error naming the flag.

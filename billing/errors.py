@@ -6,10 +6,14 @@ from neocloud.core.errors import ApplicationError, NotFound, ValidationFailed
 
 
 class BillingInvalid(ValidationFailed):
+    """A billing profile or credit is wrong as written; ``fields`` says where."""
+
     code = "billing_invalid"
 
 
 class InvoiceNotFound(NotFound):
+    """No such invoice for this organization."""
+
     code = "invoice_not_found"
 
 
@@ -42,6 +46,8 @@ class PaymentProviderUnavailable(ApplicationError):
 
 
 class WebhookSignatureInvalid(ValidationFailed):
+    """A webhook delivery whose signature does not verify: refused, not processed."""
+
     code = "webhook_signature_invalid"
 
 
@@ -55,4 +61,6 @@ class WebhookConflict(ApplicationError):
 
 
 class PeriodInvalid(ValidationFailed):
+    """A billing period is written ``YYYY-MM``."""
+
     code = "period_invalid"

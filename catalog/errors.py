@@ -12,4 +12,6 @@ class OfferingInvalid(ValidationFailed):
 
 
 class OfferingNotFound(NotFound):
+    """No such offering in the catalog."""
+
     code = "offering_not_found"

@@ -29,15 +29,21 @@ class StreamConflict(LostRace):
 
 
 class UnknownEventType(ApplicationError):
+    """An event of a type nothing registered: a bug, never the caller's."""
+
     code = "unknown_event_type"
     http_status = 500
 
 
 class MalformedEvent(ApplicationError):
+    """An event's payload does not validate against its type: a bug, never the caller's."""
+
     code = "malformed_event"
     http_status = 500
 
 
 class MissingUpcaster(ApplicationError):
+    """A stored payload's schema version has no upcaster to the current one: a bug."""
+
     code = "missing_upcaster"
     http_status = 500

@@ -82,6 +82,11 @@ def is_registered(name: str) -> bool:
     return name in _types
 
 
+def registered() -> dict[str, type[DomainEvent]]:
+    """Every registered type by name (the events reference page is written from it)."""
+    return dict(_types)
+
+
 def serialize(event: DomainEvent) -> tuple[str, int, Payload]:
     """Type name, schema version and JSON payload of ``event``, validated again so that an
     instance built without validation (``model_construct``) cannot slip into the log."""

@@ -12,11 +12,8 @@ class InvalidTransition(Conflict):
     retryable = False
 
 
-class NodeTokenInvalid(ApplicationError):
-    code = "node_token_invalid"
-    http_status = 401
-
-
 class UnknownGpu(ApplicationError):
+    """A node reported a GPU index its fleet record does not have."""
+
     code = "unknown_gpu"
     http_status = 400

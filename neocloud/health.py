@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+import neocloud
 from events.runner import projection_consumers
 from events.selectors import consumer_lag
 from scheduler.selectors import cluster_leases
@@ -112,8 +113,9 @@ def _run(name: str, check: Callable[[], Check]) -> Check:
 @never_cache
 @require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
-    """The process is up and answering: no database, no broker."""
-    return JsonResponse({"status": "ok"})
+    """The process is up and answering: no database, no broker. The version tells a rolling
+    upgrade's instances apart."""
+    return JsonResponse({"status": "ok", "version": neocloud.__version__})
 
 
 @never_cache

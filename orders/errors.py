@@ -13,14 +13,20 @@ class OfferingUnavailable(ValidationFailed):
 
 
 class RegionNotOffered(ValidationFailed):
+    """The offering is not sold in that region (or the order names none)."""
+
     code = "region_not_offered"
 
 
 class PricePlanNotOffered(ValidationFailed):
+    """The offering has no such price plan."""
+
     code = "price_plan_not_offered"
 
 
 class GpuModelNotOffered(ValidationFailed):
+    """The offering does not include that GPU model."""
+
     code = "gpu_model_not_offered"
 
 
@@ -31,6 +37,8 @@ class ShapeNotAllowed(ValidationFailed):
 
 
 class QuotaExceeded(ValidationFailed):
+    """The order asks more than the organization's quota allows."""
+
     code = "quota_exceeded"
 
 

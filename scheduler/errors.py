@@ -20,11 +20,16 @@ class QuotaExceeded(ApplicationError):
 
 
 class WorkloadFinished(Conflict):
+    """The workload has ended (or holds no GPUs): nothing to cancel or change."""
+
     code = "workload_finished"
     retryable = False
 
 
 class ReservationConflict(Conflict):
+    """The window's GPUs are already reserved: the reservation does not fit (``details``: fleet,
+    reserved)."""
+
     code = "reservation_unavailable"
     retryable = False
 

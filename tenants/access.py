@@ -90,7 +90,7 @@ class Permission:
     starts_something: bool = False  # refused while the organization is suspended
 
 
-# The whole truth of who may do what; docs/user-guide/organizations.md's table of actions is
+# The whole truth of who may do what; docs/reference/permissions.md's table of actions is
 # checked against it.
 PERMISSIONS: dict[Action, Permission] = {
     Action.ORGANIZATION_READ: Permission(ALL_ROLES, Scope.READ),

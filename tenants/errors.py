@@ -6,11 +6,15 @@ from neocloud.core.errors import ApplicationError, Conflict, ValidationFailed
 
 
 class PermissionDenied(ApplicationError):
+    """The caller's role or key scopes do not allow this action."""
+
     code = "permission_denied"
     http_status = 403
 
 
 class OrganizationSuspended(ApplicationError):
+    """The organization is suspended: it reads, but starts and changes nothing."""
+
     code = "organization_suspended"
     http_status = 403
 
@@ -29,37 +33,53 @@ class VerificationLinkInvalid(ValidationFailed):
 
 
 class OwnerRequired(PermissionDenied):
+    """Only an owner adds, removes or changes owners."""
+
     code = "owner_required"
 
 
 class LastOwner(Conflict):
+    """The change would leave the organization without an owner."""
+
     code = "last_owner"
     retryable = False
 
 
 class SlugTaken(Conflict):
+    """Another organization or project of this scope has the slug."""
+
     code = "slug_taken"
     retryable = False
 
 
 class AlreadyMember(Conflict):
+    """The user is already a member of the organization."""
+
     code = "already_member"
     retryable = False
 
 
 class InvitationInvalid(ValidationFailed):
+    """The invitation is unknown, expired, revoked or already accepted (``fields.token``)."""
+
     code = "invitation_invalid"
 
 
 class ScopeNotAllowed(ValidationFailed):
+    """A key's scope is not one the role allows or the API knows."""
+
     code = "scope_not_allowed"
 
 
 class QuotaExceedsOrganization(ValidationFailed):
+    """A project's quota would exceed its organization's."""
+
     code = "quota_exceeds_organization"
 
 
 class QuotaBelowProjects(Conflict):
+    """The organization's quota would fall below what its projects' quotas add up to."""
+
     code = "quota_below_project_quota"
     retryable = False
 

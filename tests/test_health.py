@@ -11,6 +11,7 @@ from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client
 from django.utils import timezone
 
+import neocloud
 from events import store
 from events.consumers import consumer_catch_up
 from events.runner import projection_consumers
@@ -42,7 +43,7 @@ def test_healthz_answers_without_touching_the_database(
         response = client.get("/healthz")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "version": neocloud.__version__}
 
 
 def test_readyz_is_ready_when_every_check_passes(client: Client) -> None:

@@ -39,15 +39,21 @@ View = TypeVar("View", bound=Callable[..., Response])
 
 
 class IdempotencyKeyReused(ApplicationError):
+    """The ``Idempotency-Key`` was used before with another body."""
+
     code = "idempotency_key_reused"
     http_status = 422
 
 
 class IdempotencyInProgress(Conflict):
+    """A request with this ``Idempotency-Key`` is still running: send it again later."""
+
     code = "idempotency_in_progress"
 
 
 class IdempotencyKeyInvalid(ApplicationError):
+    """The ``Idempotency-Key`` header is empty or too long."""
+
     code = "idempotency_key_invalid"
     http_status = 400
 

@@ -10,6 +10,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+import neocloud
+
 
 class ApiRootView(APIView):
     """Entry point of ``/api/v1/``: links to the schema and the docs."""
@@ -21,7 +23,8 @@ class ApiRootView(APIView):
             "ApiRoot",
             fields={
                 "name": serializers.CharField(),
-                "version": serializers.CharField(),
+                "version": serializers.CharField(help_text="the API's version"),
+                "server_version": serializers.CharField(help_text="NeoCloud's release"),
                 "schema": serializers.URLField(),
                 "docs": serializers.URLField(),
             },
@@ -32,6 +35,7 @@ class ApiRootView(APIView):
             {
                 "name": "NeoCloud",
                 "version": "v1",
+                "server_version": neocloud.__version__,
                 "schema": reverse("api-schema", request=request),
                 "docs": reverse("api-docs", request=request),
             }

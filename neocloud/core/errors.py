@@ -33,16 +33,22 @@ class ApplicationError(Exception):
 
 
 class ValidationFailed(ApplicationError):
+    """The request is wrong as written; ``fields`` names each field and its problems."""
+
     code = "invalid"
     http_status = 400
 
 
 class NotFound(ApplicationError):
+    """No such object, or not one this caller may see (another tenant's is never a 403)."""
+
     code = "not_found"
     http_status = 404
 
 
 class Conflict(ApplicationError):
+    """The state does not allow this now (a concurrent change, a finished object)."""
+
     code = "conflict"
     http_status = 409
     retryable = True

@@ -18,7 +18,7 @@ needs_promtool = pytest.mark.skipif(
     reason="promtool is not on PATH (Debian's prometheus package; scripts/with-services.sh"
     " installs it where it can)",
 )
-METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations" / "monitoring.md"
+METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:

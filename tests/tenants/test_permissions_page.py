@@ -1,4 +1,4 @@
-"""The roles and actions tables of docs/user-guide/organizations.md say what ``tenants.access``
+"""The roles and actions tables of docs/reference/permissions.md say what ``tenants.access``
 does: the same actions, the same roles, scopes and suspension rule, and the same widest key
 scopes per role."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from tenants.access import OPERATORS, PERMISSIONS, ROLE_SCOPES, Action, Permission
 from tenants.models import Role, Scope
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "user-guide" / "organizations.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "permissions.md"
 
 
 def table(header: str) -> list[list[str]]:
