@@ -20,6 +20,7 @@ from scheduler.engine import (
     Preemption,
     PreemptionCode,
     QueueConfig,
+    ReasonCode,
     Request,
     Reservation,
     Snapshot,
@@ -241,15 +242,16 @@ def test_a_reservation_evicts_only_on_its_model_while_its_window_is_open(
         pytest.param("nowhere", id="a-reservation-that-does-not-exist"),
     ],
 )
-def test_a_reclaim_is_a_reclaim_whatever_reservation_the_work_names(named: str) -> None:
+def test_work_naming_a_reservation_not_its_own_takes_nothing_back(named: str) -> None:
+    """Work on a reservation runs only on it (the reservation cap): naming one its queue does
+    not own, or none that exists, it waits outside it and reclaims nothing, even from a
+    borrower of its own quota (before the cap it reclaimed, labelled ``reservation``)."""
     # given a borrower's work on the whole node, and another queue's open reservation
     policy = Policy(queues=COHORT, reservations=_window("h100", -100, 3600, owner="other"))
     # when work of the queue whose quota it borrows arrives, naming a reservation not its own
     mine = job("mine", 4, queue="mine", reservation=named)
     decisions = schedule(Snapshot(tuple(nodes("n", 1, gpus=4)), (GUEST,)), [mine], policy, NOW)
 
-    # then the borrower's work is reclaimed, and says so
-    assert [(p.victim, p.code) for p in decisions.preemptions] == [
-        ("guest", PreemptionCode.RECLAIM)
-    ]
-    assert decisions.preemptions[0].reason == "reclaim: queue mine takes back its nominal quota"
+    # then nothing is taken back, and it says why it waits
+    assert decisions.preemptions == ()
+    assert decisions.pending["mine"].code is ReasonCode.OUTSIDE_RESERVATION
