@@ -12,6 +12,7 @@ SUITE_MODULES = (
     "execution",
     "invoicing",
     "kueue_engine",
+    "longpoll",
     "metering",
     "scheduler",
 )
