@@ -206,9 +206,7 @@ else:
     # under ASGI each sync request runs on a thread of its own, whose kept connection would
     # outlive it (one leaked session a request until collected).
     DATABASE_CONN_MAX_AGE = int(os.environ.get("DATABASE_CONN_MAX_AGE", "60"))
-    DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE)
-    }
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
