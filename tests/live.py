@@ -125,6 +125,22 @@ class ControlPlane(_Process):
             time.sleep(0.1)
         return self
 
+    def threads(self) -> int:
+        """The threads of every process of its session (gunicorn and its worker)."""
+        assert self.process is not None
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.getsid(int(entry.name)) != self.process.pid:
+                    continue
+                status = (entry / "status").read_text()
+            except OSError:
+                continue  # gone, or not ours to read
+            total += int(status.split("Threads:")[1].split()[0])
+        return total
+
     def _answers(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.url}/api/v1/", timeout=2):  # noqa: S310

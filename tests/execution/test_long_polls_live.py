@@ -14,6 +14,7 @@ import httpx
 import pytest
 from django.db import connections
 
+from neocloud.core.correlation import HEADER
 from scheduler import services as scheduler
 from tests.builders import Builder, run
 from tests.celery_worker import worker_queue
@@ -93,6 +94,9 @@ def test_while_follows_wait_health_and_heartbeats_answer_and_a_chunk_wakes_them(
             (refused,), follows = await asyncio.wait(opened, return_when=asyncio.FIRST_COMPLETED)
             assert refused.result().status_code == 429
             assert refused.result().json()["error"]["code"] == "too_many_follows"
+            assert refused.result().headers[HEADER]  # the middlewares' work is kept
+            # (a waiter holds no thread: Django's chain gave each one a thread for its life),
+            assert server.threads() < FOLLOWS
 
             # when the load balancer checks health and the agent reports in,
             health = await client.get("/healthz")
