@@ -16,6 +16,7 @@ heartbeat, served on a thread of its own, never queues behind them.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -34,6 +35,9 @@ from execution.errors import TooManyFollows
 T = TypeVar("T")
 READERS = 4
 FALLBACK_S = 10.0
+# A wait lasts between this share of what was asked and all of it: waiters that came together
+# (a fleet's agents, a thousand follows) then end, and come back, spread out.
+JITTER = 0.8
 
 _readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="longpoll")
 
@@ -49,8 +53,9 @@ def output_topics(workload_id: object) -> tuple[str, ...]:
 
 
 class Waiting(HttpResponse):
-    """The sync view's "nothing yet": never sent, ``serve`` waits on it instead.
-    ``release`` runs once the wait is over, whichever way it ends."""
+    """The sync view's "nothing yet": never sent, ``serve`` waits on it instead, for
+    ``wait_s`` drawn between ``JITTER`` and all of the asked wait. ``release`` runs once the
+    wait is over, whichever way it ends."""
 
     def __init__(
         self,
@@ -63,7 +68,7 @@ class Waiting(HttpResponse):
         super().__init__(status=204)
         self.topics = topics
         self.ready = ready
-        self.wait_s = wait_s
+        self.wait_s = wait_s * random.uniform(JITTER, 1.0)  # noqa: S311 (a spread, no secret)
         self.release = release
 
 

@@ -15,15 +15,20 @@ def test_the_longpoll_benchmark_measures_heartbeats_beside_open_long_polls() -> 
 
     assert figures["suite"] == "longpoll"
     assert (figures["follows"], figures["agents"]) == (20, 4)
-    for phase in ("idle", "loaded"):
+    loaded = ("loaded_whole_run", "loaded_steady")
+    for phase in ("idle", *loaded):
         latency = figures["heartbeat_ms"][phase]
         assert 0 < latency["p50"] <= latency["p99"], phase
+    assert set(figures["goal_met"]) == set(loaded)
+    measured = figures["heartbeats_measured"]
+    assert 0 < measured["loaded_steady"] < measured["loaded_whole_run"]
     assert figures["errors"] == 0
-    # The waiters hold no session each: the server reads on a few threads of its own.
-    assert 0 < figures["db_sessions_peak"] < figures["follows"] + figures["agents"]
+    # The waiters hold no session each, nor a thread each: the server reads on a few of its own.
+    waiters = figures["follows"] + figures["agents"]
+    assert 0 < figures["db_sessions_peak"] < waiters
+    assert 0 < figures["server_threads_peak"] < waiters
     assert set(figures["ratios"]) == {
-        "heartbeat_p50_loaded_vs_idle",
-        "heartbeat_p99_loaded_vs_idle",
+        f"heartbeat_{p}_{phase}_vs_idle" for phase in loaded for p in ("p50", "p99")
     }
-    for key in ("peak_rss_mb", "server_peak_rss_mb", "server_threads_peak"):
+    for key in ("peak_rss_mb", "server_peak_rss_mb", "loaded_s", "server_cpu_s", "requests_sent"):
         assert figures[key] > 0, key
