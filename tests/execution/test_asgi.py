@@ -12,9 +12,11 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from neocloud.core.correlation import HEADER
 from scheduler.models import Workload
+from tenants.models import Membership
 from tests.execution.conftest import Agent, Customer, submit
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
@@ -86,3 +88,21 @@ def test_a_long_poll_keeps_the_middlewares_answers(
         assert answer.headers[HEADER]
         assert answer.headers["X-Frame-Options"] == "DENY"
         assert answer.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_long_poll_reads_the_session_of_a_signed_in_member(
+    application: Any, agents: list[Agent], acme: Customer
+) -> None:
+    # Given a member of the organization signed in to the console (a session, no key),
+    workload = submit(acme)
+    member = Membership.objects.get(organization=acme.organization).user
+    browser = Client()
+    browser.force_login(member)
+    session = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    cookie = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"}
+    logs = f"/api/v1/workloads/{workload.pk}/logs"
+    # when the console reads the workload's output through the long polls' handler,
+    answer = _request(application, "GET", logs, params={"cursor": 0}, headers=cookie)
+    # then the session authenticates it, as on every other route.
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["entries"] == []
