@@ -13,6 +13,7 @@ SUITE_MODULES = (
     "execution",
     "invoicing",
     "kueue_engine",
+    "longpoll",
     "metering",
     "scheduler",
 )

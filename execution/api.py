@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from execution import events as ev
-from execution import selectors, services
+from execution import longpoll, selectors, services
 from execution import serializers as s
 from execution.models import Assignment
 from execution.selectors import Listed
@@ -53,16 +54,28 @@ class NodeAgentView(APIView):
 class NodeAssignmentsView(NodeAgentView):
     """What the node runs: each assignment with its desired state (run or stop) and all it
     needs to run. Long poll: with ``since`` equal to the current version, waits up to
-    ``wait`` s for a change. The environment holds the workload's secrets' values: this
-    answer is the only place they leave the control plane."""
+    ``wait`` s for a change (``execution.longpoll``: ``waited`` once it did). The environment
+    holds the workload's secrets' values: this answer is the only place they leave the
+    control plane."""
 
     @extend_schema(
         parameters=[s.AssignmentsQuerySerializer],
         responses={200: s.AssignmentsListingSerializer, 400: BAD_QUERY},
     )
-    def get(self, request: Request, pk: str) -> Response:
+    def get(self, request: Request, pk: str, waited: bool = False) -> HttpResponseBase:
         query = _query(s.AssignmentsQuerySerializer, request)
-        selectors.node_desired_wait(self.node, since=query.get("since"), wait_s=query["wait"])
+        since, node = query.get("since"), self.node
+        if (
+            since is not None
+            and query["wait"] > 0
+            and not waited
+            and selectors.node_desired_version(node) == since
+        ):
+            return longpoll.Waiting(
+                topics=longpoll.node_topics(),
+                ready=lambda: selectors.node_desired_version(node) != since,
+                wait_s=query["wait"],
+            )
         version, listed = selectors.node_assignments(self.node)
         return Response({"version": version, "assignments": [_listed(a) for a in listed]})
 
@@ -145,21 +158,36 @@ class WorkloadExecutionViewSet(TenantViewSet):
     filter_backends: list[Any] = []
     pagination_class = None  # type: ignore[assignment]
 
+    def get_throttles(self) -> list[Any]:
+        # The answer after a wait is the same request's: it was counted when it came in.
+        return [] if self.kwargs.get("waited") else super().get_throttles()
+
     @extend_schema(
         parameters=[s.LogsQuerySerializer],
         responses={200: s.WorkloadLogsSerializer, 400: BAD_QUERY},
     )
-    def logs(self, request: Request, pk: str) -> Response:
+    def logs(self, request: Request, pk: str, waited: bool = False) -> HttpResponseBase:
         """The output of every run, oldest first, past ``cursor``; with ``follow=true``
-        waits up to ``wait`` s for more."""
+        waits up to ``wait`` s for more (``execution.longpoll``: ``waited`` once it did),
+        in one of the caller's and the organization's follow slots."""
         query = _query(s.LogsQuerySerializer, request)
-        output = selectors.workload_output(
-            self.get_object(),
-            cursor=int(query.get("cursor", 0)),
-            limit=query["limit"],
-            follow=query["follow"],
-            wait_s=query["wait"],
-        )
+        workload, cursor = self.get_object(), int(query.get("cursor", 0))
+        if (
+            query["follow"]
+            and query["wait"] > 0
+            and not waited
+            and selectors.workload_output_waits(workload.pk, cursor=cursor)
+        ):
+            release = longpoll.follow_slot(
+                caller=self.actor.label, organization_id=workload.organization_id
+            )
+            return longpoll.Waiting(
+                topics=longpoll.output_topics(workload.pk),
+                ready=lambda: not selectors.workload_output_waits(workload.pk, cursor=cursor),
+                wait_s=query["wait"],
+                release=release,
+            )
+        output = selectors.workload_output(workload, cursor=cursor, limit=query["limit"])
         entries = [
             {
                 "assignment_id": str(chunk.assignment_id),

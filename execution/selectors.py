@@ -17,7 +17,6 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, Sum
 
-from execution import longpoll
 from execution.models import ENDED_STATES, Assignment, AssignmentOutput, AssignmentState, LogChunk
 from inventory.drivers import RunOutcome, RunState
 from inventory.models import Gpu, Node
@@ -63,11 +62,9 @@ def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def node_desired_wait(node: Node, *, since: str | None, wait_s: float) -> str:
-    """The listing's version once it differs from ``since``, or after ``wait_s`` anyway."""
-    if since is None:
-        return desired_version(node_desired(node))
-    return longpoll.poll(lambda: desired_version(node_desired(node)), lambda v: v != since, wait_s)
+def node_desired_version(node: Node) -> str:
+    """The version of the node's listing as it is now."""
+    return desired_version(node_desired(node))
 
 
 @dataclass(frozen=True)
@@ -244,23 +241,14 @@ def _complete(workload: Workload) -> bool:
     )
 
 
-def workload_output(
-    workload: Workload, *, cursor: int, limit: int, follow: bool, wait_s: float
-) -> Output:
-    """Chunks past ``cursor``, oldest first; with ``follow``, waits up to ``wait_s`` for some
-    while the workload may still write any."""
-
-    def read() -> tuple[list[LogChunk], bool]:
-        chunks = list(
-            LogChunk.objects.filter(assignment__workload_id=workload.pk, id__gt=cursor)
-            .select_related("assignment__node")
-            .order_by("id")[:limit]
-        )
-        return chunks, _complete(workload)
-
-    chunks, complete = longpoll.poll(
-        read, lambda found: bool(found[0]) or found[1], wait_s if follow else 0
+def workload_output(workload: Workload, *, cursor: int, limit: int) -> Output:
+    """Chunks past ``cursor``, oldest first."""
+    chunks = list(
+        LogChunk.objects.filter(assignment__workload_id=workload.pk, id__gt=cursor)
+        .select_related("assignment__node")
+        .order_by("id")[:limit]
     )
+    complete = _complete(workload)
     totals = AssignmentOutput.objects.filter(workload_id=workload.pk).aggregate(
         truncated=Sum("truncated_bytes"), dropped=Sum("dropped_bytes")
     )
@@ -270,4 +258,16 @@ def workload_output(
         complete=complete and len(chunks) < limit,
         truncated_bytes=totals["truncated"] or 0,
         dropped_bytes=totals["dropped"] or 0,
+    )
+
+
+def workload_output_waits(workload_id: uuid.UUID, *, cursor: int) -> bool:
+    """A follower has nothing to read yet: no chunk past ``cursor``, and the workload may
+    still write some."""
+    workload = Workload.objects.filter(pk=workload_id).first()
+    if workload is None:
+        return False
+    return not (
+        LogChunk.objects.filter(assignment__workload_id=workload_id, id__gt=cursor).exists()
+        or _complete(workload)
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
-from events import store
+from events import store, wakeup
 from execution import events as ev
 from execution.errors import UnknownAllocation, UnknownAssignment
 from execution.models import Assignment, AssignmentOutput, LogChunk
@@ -167,8 +167,11 @@ def _endpoints_set(
 
 
 def _runs_check(pairs: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
-    """Once an end commits: the run succeeded, failed, or goes on."""
+    """Once an end commits: the run succeeded, failed, or goes on; the workloads' followers
+    learn whether their output is complete."""
     runs.runs_check(pairs)
+    for workload_id in sorted({w for w, _ in pairs}):
+        wakeup.notify(wakeup.OUTPUT_CHANNEL, str(workload_id))
 
 
 # --- output ----------------------------------------------------------------------------------
@@ -235,6 +238,8 @@ def logs_append(
         output = outputs[assignment_id]
         output.dropped_bytes = max(output.dropped_bytes, total)
     LogChunk.objects.bulk_create(new)
+    for workload_id in sorted({assignments[c.assignment_id].workload_id for c in new}):
+        wakeup.notify(wakeup.OUTPUT_CHANNEL, str(workload_id))  # its followers read them
     touched = [outputs[i] for i in ids]
     AssignmentOutput.objects.bulk_update(
         touched, ["next_offset", "stored_bytes", "truncated_bytes", "dropped_bytes"]

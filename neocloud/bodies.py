@@ -10,9 +10,12 @@ without a length (chunked) is read up to the limit and no further.
 from __future__ import annotations
 
 import io
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -36,17 +39,33 @@ def too_large(request: HttpRequest, limit: int) -> HttpResponse:
 
 
 class BodyLimitMiddleware:
-    """Early in ``MIDDLEWARE``: before sessions, authentication and any parser."""
+    """Early in ``MIDDLEWARE``: before sessions, authentication and any parser. Sync and
+    async alike (under ASGI a sync middleware would hold a thread for every long poll); under
+    ASGI, ``asgi_body_limit`` has bounded the body before Django read it."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        refused = self._refused(request)
+        if iscoroutinefunction(self):
+            return self._served(request, refused)
+        return refused if refused is not None else self.get_response(request)
+
+    async def _served(self, request: HttpRequest, refused: HttpResponse | None) -> HttpResponse:
+        return refused if refused is not None else await self.get_response(request)
+
+    def _refused(self, request: HttpRequest) -> HttpResponse | None:
         limit = limit_for(request.path)
         length = request.META.get("CONTENT_LENGTH") or ""
         if length:
             if not length.isascii() or not length.isdigit():
-                return self.get_response(request)  # the server refuses it, not ours to read
+                return None  # the server refuses it, not ours to read
             if int(length) > limit:
                 return too_large(request, limit)
         elif request.META.get("wsgi.input_terminated"):
@@ -55,4 +74,59 @@ class BodyLimitMiddleware:
                 return too_large(request, limit)
             request._stream = io.BytesIO(data)
             request.META["CONTENT_LENGTH"] = str(len(data))
-        return self.get_response(request)
+        return None
+
+
+Receive = Callable[[], Awaitable[Any]]
+Send = Callable[[Any], Awaitable[None]]
+ASGIApp = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+
+
+def asgi_body_limit(app: ASGIApp) -> ASGIApp:
+    """Django's ASGI handler reads a whole body before any middleware sees it, so under ASGI
+    the limit is kept here: a body declared or sent past it is answered 413 and never read
+    further; one within it is handed on as read."""
+
+    async def bounded(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        limit = limit_for(scope["path"])
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await _too_large_asgi(scope, send, limit)
+            return
+        body = bytearray()
+        message = {"type": "http.request", "more_body": True}
+        while message["type"] == "http.request" and message.get("more_body"):
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > limit:
+                await _too_large_asgi(scope, send, limit)
+                return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            if message["type"] != "http.request":
+                return message  # the client left
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await app(scope, replay, send)
+
+    return bounded
+
+
+async def _too_large_asgi(scope: dict[str, Any], send: Send, limit: int) -> None:
+    message = f"The request body is larger than {limit} bytes."
+    if scope["path"].startswith("/api/"):
+        body = json.dumps(error_body("body_too_large", message, limit_bytes=limit)).encode()
+        kind = b"application/json"
+    else:
+        body, kind = message.encode(), b"text/plain"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -206,7 +206,11 @@ if EMBEDDED:
         }
     }
 else:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # Seconds a connection is kept for its thread's next request. neocloud/asgi.py sets 0:
+    # under ASGI each sync request runs on a thread of its own, whose kept connection would
+    # outlive it (one leaked session a request until collected).
+    DATABASE_CONN_MAX_AGE = int(os.environ.get("DATABASE_CONN_MAX_AGE", "60"))
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=DATABASE_CONN_MAX_AGE)}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -326,6 +330,10 @@ RESERVED_GPUS_PER_ORGANIZATION = int(os.environ.get("RESERVED_GPUS_PER_ORGANIZAT
 RESERVATION_CANCELLATION_NOTICE_S = int(
     os.environ.get("RESERVATION_CANCELLATION_NOTICE_S", str(24 * 3600))
 )
+# Logs follows (GET workloads/{id}/logs?follow=true) one API key (or user) and one organization
+# may have open at once, counted per web process; past them 429 too_many_follows.
+LOG_FOLLOWS_PER_KEY = int(os.environ.get("LOG_FOLLOWS_PER_KEY", "8"))
+LOG_FOLLOWS_PER_ORGANIZATION = int(os.environ.get("LOG_FOLLOWS_PER_ORGANIZATION", "64"))
 # Request bodies past these are refused (413) before they are read (neocloud/bodies.py).
 REQUEST_BODY_MAX_BYTES = int(os.environ.get("REQUEST_BODY_MAX_BYTES", str(1 << 20)))
 AGENT_REQUEST_BODY_MAX_BYTES = int(os.environ.get("AGENT_REQUEST_BODY_MAX_BYTES", str(4 << 20)))

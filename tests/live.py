@@ -1,11 +1,11 @@
 """A live control plane and real node agents, as processes a test can stop and kill.
 
-``ControlPlane`` is gunicorn serving the project on the test database (threads, so that agents'
-long polls do not block each other); its tasks go to the test's queue, for a real
-``celery worker`` (``tests.celery_worker``). ``NodeAgent`` is ``python -m agent.cli`` with fake
-GPUs and a state directory of the test's own. Both are started in their own sessions: killing
-one never reaches the test, and an agent's runs (in their own sessions too) outlive it, as on
-a real server.
+``ControlPlane`` is gunicorn with one uvicorn worker serving the project's ASGI application on
+the test database, as in production (long polls wait in coroutines, holding no thread); its
+tasks go to the test's queue, for a real ``celery worker`` (``tests.celery_worker``).
+``NodeAgent`` is ``python -m agent.cli`` with fake GPUs and a state directory of the test's
+own. Both are started in their own sessions: killing one never reaches the test, and an
+agent's runs (in their own sessions too) outlive it, as on a real server.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class _Process:
 
 
 class ControlPlane(_Process):
-    """gunicorn on a port of its own; ``stop()`` and ``start()`` again keep the address."""
+    """gunicorn (a uvicorn worker) on a port of its own; ``stop()`` and ``start()`` again keep
+    the address."""
 
     def __init__(self, *, queue: str, log_dir: Path, settings: Mapping[str, Any]) -> None:
         self.port = free_port()
@@ -94,15 +95,13 @@ class ControlPlane(_Process):
             sys.executable,
             "-m",
             "gunicorn",
-            "neocloud.wsgi:application",
+            "neocloud.asgi:application",
             "--bind",
             f"127.0.0.1:{self.port}",
             "--worker-class",
-            "gthread",
+            "uvicorn_worker.UvicornWorker",
             "--workers",
             "1",
-            "--threads",
-            "16",
             "--timeout",
             "120",
             "--graceful-timeout",
@@ -125,6 +124,22 @@ class ControlPlane(_Process):
                 raise RuntimeError(f"the control plane did not answer in time:\n{self.log()}")
             time.sleep(0.1)
         return self
+
+    def threads(self) -> int:
+        """The threads of every process of its session (gunicorn and its worker)."""
+        assert self.process is not None
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if os.getsid(int(entry.name)) != self.process.pid:
+                    continue
+                status = (entry / "status").read_text()
+            except OSError:
+                continue  # gone, or not ours to read
+            total += int(status.split("Threads:")[1].split()[0])
+        return total
 
     def _answers(self) -> bool:
         try:

@@ -127,10 +127,11 @@ def test_the_demo_has_debug_and_its_own_key(tmp_path: Path) -> None:
     ("program", "entry_point"),
     [
         ("manage.py", [sys.executable, "manage.py", "create_organization", "--help"]),
-        ("-c", [sys.executable, "-c", "import neocloud.wsgi"]),  # as gunicorn loads it
+        ("-c", [sys.executable, "-c", "import neocloud.asgi"]),  # as gunicorn's workers load it
+        ("-c", [sys.executable, "-c", "import neocloud.wsgi"]),
         ("celery", [str(Path(sys.executable).with_name("celery")), "-A", "neocloud", "worker"]),
     ],
-    ids=["manage.py", "wsgi", "celery"],
+    ids=["manage.py", "asgi", "wsgi", "celery"],
 )
 def test_a_missing_setting_is_one_line_naming_it(program: str, entry_point: list[str]) -> None:
     env = {k: v for k, v in PRODUCTION.items() if k != "SECRET_KEY"}

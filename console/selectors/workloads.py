@@ -301,9 +301,7 @@ class Logs:
 
 def workload_logs(workload: Workload, cursor: int = 0) -> Logs:
     """The output of every run past ``cursor``, oldest first, as text; never waits."""
-    output = execution.workload_output(
-        workload, cursor=cursor, limit=LOG_CHUNKS, follow=False, wait_s=0
-    )
+    output = execution.workload_output(workload, cursor=cursor, limit=LOG_CHUNKS)
     return Logs(
         text="".join(bytes(c.data).decode("utf-8", errors="replace") for c in output.chunks),
         cursor=output.cursor,

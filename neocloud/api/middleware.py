@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import Http404, HttpRequest, HttpResponse
 
 from neocloud.api.errors import json_not_found, json_server_error
@@ -13,13 +15,26 @@ logger = logging.getLogger(__name__)
 
 
 class JsonApiErrorsMiddleware:
-    """Turns Django's HTML 404 and 500 pages into the API's error shape on API paths."""
+    """Turns Django's HTML 404 and 500 pages into the API's error shape on API paths. Sync
+    and async alike (under ASGI a sync middleware would hold a thread for every long poll)."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+    def __call__(self, request: HttpRequest) -> Any:
+        if iscoroutinefunction(self):
+            return self._served(request)
+        return self._json(request, self.get_response(request))
+
+    async def _served(self, request: HttpRequest) -> HttpResponse:
+        return self._json(request, await self.get_response(request))
+
+    def _json(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if (
             _is_api(request)
             and response.status_code == 404

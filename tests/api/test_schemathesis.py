@@ -175,14 +175,14 @@ def _unthrottled() -> Iterator[None]:
 def _long_polls_answer_at_once() -> Iterator[None]:
     """Long polls (an agent's assignments, a workload's followed logs) have their own tests
     (tests/execution); here their waiting is only time, up to a minute an example."""
-    poll = longpoll.poll
+    serve = longpoll.serve
 
-    def at_once(read: Any, done: Any, wait_s: float) -> Any:
-        return poll(read, done, 0)
+    async def at_once(view: Any, request: Any, **kwargs: Any) -> Any:
+        return await longpoll.read(view, request, waited=True, **kwargs)
 
-    longpoll.poll = at_once
+    longpoll.serve = at_once
     yield
-    longpoll.poll = poll
+    longpoll.serve = serve
 
 
 @pytest.fixture
