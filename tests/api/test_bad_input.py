@@ -505,7 +505,6 @@ def test_an_unterminated_string_is_refused_at_once(world: World) -> None:
         ("/api/v1/usage?fro=2026-11-01", "fro", "from"),
         ("/api/v1/usage/daily?group_by=project", "group_by", None),
         ("/api/v1/capacity?clusters=fra1", "clusters", "cluster"),
-        ("/api/v1/workloads/{workload}/logs?folow=true", "folow", "follow"),
     ],
 )
 def test_a_query_parameter_nothing_reads_is_refused(

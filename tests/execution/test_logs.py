@@ -206,3 +206,18 @@ def test_bad_log_parameters_are_400(
 
     assert response.status_code == 400
     assert list(response.json()["error"]["fields"]) == [field]
+
+
+def test_a_misspelt_follow_is_refused_with_the_hint(
+    running: tuple[Agent, str, str], acme: Customer
+) -> None:
+    """As every query parameter nothing reads (tests/api/test_bad_input.py); here, since the
+    long poll reads on its own threads, whose connections see committed rows only."""
+    _, _, workload = running
+
+    response = acme.get(f"workloads/{workload}/logs", folow="true")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unknown_field"
+    assert error["fields"] == {"folow": ["Unknown field. Did you mean follow?"]}
