@@ -24,6 +24,15 @@ from agent.state import ENDED, RunRecord, State, write_atomic
 log = logging.getLogger(__name__)
 
 
+def resume_env(assignment: Assignment) -> dict[str, str]:
+    """A run of a workload that ran before (preempted and requeued, retried) is told so, and
+    how many runs came before it (issue 32)."""
+    return {
+        "NEOCLOUD_RESUMED": "1" if assignment.restarts > 0 else "0",
+        "NEOCLOUD_RESTARTS": str(assignment.restarts),
+    }
+
+
 class StartFailed(Exception):
     """Why a run cannot start; reported as ``start_failed`` with this message."""
 
@@ -51,6 +60,7 @@ class Launcher:
         StartFailed, after which ``clear`` undoes what was done)."""
         record.uid = self._uid(record) if users.isolating() else None
         work_dir = self._work_dir(assignment, record.uid)
+        record.work_dir = "" if self.container else work_dir
         cpu_milli, memory_mib = shares.limits(
             self.node,
             gpus=len(assignment.gpus),
@@ -64,7 +74,7 @@ class Launcher:
             assignment_id=assignment.id,
             argv=assignment.argv,
             image=assignment.image,
-            env={**assignment.env, **gpu_env(assignment.gpus, devices_)},
+            env={**assignment.env, **gpu_env(assignment.gpus, devices_), **resume_env(assignment)},
             work_dir=work_dir,
             devices=devices_,
             cpu_milli=cpu_milli,

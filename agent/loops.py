@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, processes, users
+from agent import VERSION, cgroups, fencing, logs, notices, processes, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -273,6 +273,8 @@ class Agent:
             plan = decide(assignments, records, accepting=accepting)
             for assignment_id in plan.stops:
                 self._stop(records[assignment_id])
+            for assignment in plan.notices:
+                self._notice(records[assignment.id], assignment)
             for assignment in plan.forgotten:
                 self._forget(assignment)
             for assignment in plan.starts:
@@ -297,6 +299,20 @@ class Agent:
             "stopping %s (SIGTERM, kill after %.0f s)", record.assignment_id, record.stop_grace_s
         )
         self.runtime.terminate(record)
+
+    def _notice(self, record: RunRecord, assignment: Assignment) -> None:
+        """Preemption with notice (issue 32): the notice file, then a stop whose grace is what
+        is left of the notice."""
+        notice = assignment.notice
+        if notice is None:
+            return
+        record.stop_grace_s = notice.grace_s
+        if record.work_dir and self._alive(record):
+            notices.write(record.work_dir, record.uid, notice)
+        log.info(
+            "notice to %s: %s, stopped by %s", record.assignment_id, notice.reason, notice.deadline
+        )
+        self._stop(record)
 
     def _forget(self, assignment: Assignment) -> None:
         record = RunRecord(

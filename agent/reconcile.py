@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.notices import Notice
 from agent.state import LAUNCHED, RUNNING, RunRecord, safe_id
 
 RUN = "run"
@@ -33,6 +34,9 @@ class Assignment:
     memory_mib: int = 0
     stop_grace_s: float | None = None
     last_seq: int = 0
+    # Preemption with notice, and resume (issue 32).
+    notice: Notice | None = None
+    restarts: int = 0
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -81,6 +85,8 @@ class Assignment:
             memory_mib=int(data.get("memory_mib") or 0),
             stop_grace_s=None if grace is None else float(grace),
             last_seq=int(data.get("last_seq") or 0),
+            notice=Notice.parse(data.get("notice")),
+            restarts=int(data.get("restarts") or 0),
         )
 
 
@@ -90,6 +96,8 @@ class Plan:
     starts: list[Assignment]
     deferred: list[str]  # starts whose GPUs a stopping run still holds: next round
     forgotten: list[Assignment]  # reported started, but this state dir never ran them
+    # Runs told they are stopped soon (issue 32): notice file, SIGTERM, kill at its end.
+    notices: list[Assignment] = field(default_factory=list)
 
 
 def decide(
@@ -104,6 +112,9 @@ def decide(
     alive = [r for r in records.values() if r.phase in (LAUNCHED, RUNNING)]
     stops = [r.assignment_id for r in alive if r.assignment_id not in wanted]
     stops = [i for i in stops if records[i].stop_requested_at is None]
+    noticed = {r.assignment_id for r in alive if r.stop_requested_at is None}
+    notices = [a for a in assignments if a.notice is not None and a.id in noticed]
+    stops = [i for i in stops if i not in {a.id for a in notices}]
     busy = {gpu for r in alive for gpu in r.gpus}
     starts: list[Assignment] = []
     deferred: list[str] = []
@@ -120,4 +131,4 @@ def decide(
         else:
             starts.append(assignment)
             busy.update(assignment.gpus)
-    return Plan(stops=stops, starts=starts, deferred=deferred, forgotten=forgotten)
+    return Plan(stops=stops, starts=starts, deferred=deferred, forgotten=forgotten, notices=notices)

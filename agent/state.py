@@ -99,6 +99,7 @@ class RunRecord:
     stop_requested_at: float | None = None  # wall clock (survives restarts)
     killed: bool = False  # the agent sent SIGKILL (an exit without status is then signal 9)
     exit: dict[str, Any] | None = None  # the exited report's fields once known
+    work_dir: str = ""  # a process run's working directory on this host (its notice file)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:

@@ -81,7 +81,7 @@ class NodeAssignmentsView(NodeAgentView):
 
 
 def _listed(listed: Listed) -> dict[str, Any]:
-    assignment, workload = listed.assignment, listed.workload
+    assignment, workload, notice = listed.assignment, listed.workload, listed.notice
     return {
         "id": str(assignment.pk),
         "workload_id": str(workload.pk),
@@ -98,8 +98,21 @@ def _listed(listed: Listed) -> dict[str, Any]:
         "ports": list(workload.ports),
         "cpu_milli": listed.cpu_milli,
         "memory_mib": listed.memory_mib,
-        "stop_grace_s": selectors.stop_grace_s(),
+        "stop_grace_s": notice.grace_s if notice else selectors.stop_grace_s(),
         "last_seq": assignment.last_seq,
+        # Preemption with notice, and resume (issue 32).
+        "notice": _notice(notice),
+        "restarts": listed.restarts,
+    }
+
+
+def _notice(notice: selectors.Notice | None) -> dict[str, Any] | None:
+    if notice is None:
+        return None
+    return {
+        "reason": notice.reason,
+        "deadline": notice.deadline.isoformat(),
+        "grace_s": round(notice.grace_s, 3),
     }
 
 

@@ -47,6 +47,13 @@ class GpuRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
     uuid = serializers.CharField()
 
 
+# --- Preemption with notice (issue 32) ---
+class ListedNoticeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reason = serializers.ChoiceField(choices=["preempted", "max_runtime"])
+    deadline = serializers.DateTimeField(help_text="When the run is killed (NeoCloud's clock).")
+    grace_s = serializers.FloatField(help_text="Seconds left until then, when listed.")
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -65,6 +72,8 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     memory_mib = serializers.IntegerField()
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
+    notice = ListedNoticeSerializer(allow_null=True)
+    restarts = serializers.IntegerField(help_text="Runs of the workload before this one.")
 
 
 class AssignmentsListingSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -309,6 +309,11 @@ GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
 # --- Execution (PROVISIONING_DRIVER=agent: node agents run the work) ------------------------
 # How long an agent waits after SIGTERM before it kills a run it stops.
 AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
+# --- Preemption with notice (issue 32) ---
+# A run NeoCloud stops for its own reasons (preempted, its max_runtime_s ending) is told this
+# long before it is killed (SIGTERM and .neocloud/notice.json), so it can save a checkpoint;
+# never shorter than AGENT_STOP_GRACE_S.
+PREEMPTION_NOTICE_S = float(os.environ.get("PREEMPTION_NOTICE_S", "30"))
 # Output kept per workload (all its runs); past it, output is counted, not stored.
 # Workloads an organization and a project may have waiting (pending or admitted); a submission
 # past them is refused (409 too_much_waiting).

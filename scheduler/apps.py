@@ -16,3 +16,4 @@ class SchedulerConfig(AppConfig):
         triggers.cycle_dispatch.register(tasks.cycle_dispatch)
         triggers.runs_start_dispatch.register(tasks.runs_start_dispatch)
         triggers.run_stop_dispatch.register(tasks.run_stop_dispatch)
+        triggers.runs_notice_dispatch.register(tasks.runs_notice_dispatch)

@@ -218,3 +218,16 @@ class ReservationCancelled(DomainEvent):
 
     reason: str
     charged: bool | None = None
+
+
+# --- Preemption with notice (issue 32) ---
+@event_type("scheduler.RunNoticeGiven")
+class RunNoticeGiven(DomainEvent):
+    """The run of ``allocation_id`` was told it will be stopped at ``deadline`` (SIGTERM and
+    ``.neocloud/notice.json`` from its agent): ``reason`` is ``preempted`` or
+    ``max_runtime``; ``notice_s`` the operator's ``PREEMPTION_NOTICE_S`` it was given."""
+
+    allocation_id: UUID
+    reason: str
+    deadline: datetime
+    notice_s: float

@@ -375,6 +375,14 @@ def _decide(state: ClusterState) -> CycleResult:
                     if e.type == ev.AllocationGranted.event_type
                 ]
             )
+            # Preemption with notice (issue 32): the victims are told, once this commits.
+            triggers.runs_notice(
+                [
+                    (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
+                    for e in recorded
+                    if e.type == ev.WorkloadPreempted.event_type
+                ]
+            )
     _applied(state, decisions, changes, now.timestamp())
     appended = time.perf_counter()
     _record_reasons(state, decisions, now)
