@@ -200,6 +200,9 @@ class AgentReportSerializer(StrictType, serializers.Serializer):  # type: ignore
     fake_gpus = StrictBooleanField(required=False, default=False)
     cgroups = StrictBooleanField(required=False, default=False)
     cgroups_note = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
+    volumes_disk_gb = StrictIntegerField(
+        min_value=0, max_value=1 << 40, required=False, default=0, help_text="for local volumes"
+    )
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -1,0 +1,53 @@
+"""Volume reads: a project's volumes by id, and each node's room for local volumes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db.models import Sum
+
+from inventory.models import Cluster, Node
+from storage.models import Volume, VolumeStatus, VolumeType
+
+GB = 1_000_000_000
+
+
+def volumes_active(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Volume]:
+    return {v.pk: v for v in Volume.objects.filter(pk__in=list(ids), status=VolumeStatus.ACTIVE)}
+
+
+def shared_path(cluster: Cluster) -> str | None:
+    """Where the cluster's shared filesystem is mounted on every node (``VOLUME_SHARED_PATHS``),
+    or None where the operator configured none."""
+    return settings.VOLUME_SHARED_PATHS.get(cluster.slug)
+
+
+def node_disk_gb(node: Node) -> int:
+    """The disk its agent offers local volumes (``--volumes-disk-gb``, or the size of the
+    filesystem of its volumes directory), as it last reported; 0 when it never did."""
+    return int((node.agent_info or {}).get("volumes_disk_gb") or 0)
+
+
+def nodes_room_gb(cluster_id: uuid.UUID) -> dict[uuid.UUID, int]:
+    """Each node's disk for local volumes less what the local volumes placed on it provision."""
+    provisioned = dict(
+        Volume.objects.filter(
+            cluster_id=cluster_id, type=VolumeType.LOCAL, status=VolumeStatus.ACTIVE
+        )
+        .exclude(node_id=None)
+        .values_list("node_id")
+        .annotate(gb=Sum("size_gb"))
+    )
+    return {
+        node.pk: node_disk_gb(node) - provisioned.get(node.pk, 0)
+        for node in Node.objects.filter(cluster_id=cluster_id).only("id", "agent_info")
+    }
+
+
+def organization_provisioned_gb(organization_id: uuid.UUID) -> int:
+    total = Volume.objects.filter(
+        organization_id=organization_id, status=VolumeStatus.ACTIVE
+    ).aggregate(gb=Sum("size_gb"))["gb"]
+    return int(total or 0)
