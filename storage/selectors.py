@@ -51,3 +51,19 @@ def organization_provisioned_gb(organization_id: uuid.UUID) -> int:
         organization_id=organization_id, status=VolumeStatus.ACTIVE
     ).aggregate(gb=Sum("size_gb"))["gb"]
     return int(total or 0)
+
+
+def local_volume_nodes(ids: Iterable[uuid.UUID | str]) -> frozenset[str] | None:
+    """The node ids (as the engine names nodes) where work mounting these volumes may run:
+    each placed local volume's node, and for one not placed, the nodes with room for it;
+    None when none of them is local."""
+    allowed: frozenset[str] | None = None
+    local = Volume.objects.filter(pk__in=list(ids), type=VolumeType.LOCAL)
+    for volume in local:
+        if volume.node_id is not None:
+            mine = frozenset({str(volume.node_id)})
+        else:
+            rooms = nodes_room_gb(volume.cluster_id)
+            mine = frozenset(str(n) for n, room in rooms.items() if room >= volume.size_gb)
+        allowed = mine if allowed is None else allowed & mine
+    return allowed
