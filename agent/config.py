@@ -38,6 +38,7 @@ class Config:
     port_range: range = range(30000, 33000)
     pids_max: int = 4096
     fake_gpu_device_files: str = ""
+    volumes_disk_gb: int = 0  # disk offered to local volumes (issue 32), reported
 
     @property
     def publish_address(self) -> str:
@@ -88,6 +89,13 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
         "host ports runs may publish, FIRST-LAST, on the advertised address",
     ),
     ("--pids-max", "NEOCLOUD_PIDS_MAX", int, 4096, "processes and threads a run may have"),
+    (
+        "--volumes-disk-gb",
+        "NEOCLOUD_VOLUMES_DISK_GB",
+        int,
+        0,
+        "GB of this node's disk offered to local volumes (0: none)",
+    ),
     (
         "--fence-after-s",
         "NEOCLOUD_FENCE_AFTER_S",
@@ -204,4 +212,5 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         pids_max=args.pids_max,
         fake_gpu_device_files=args.fake_gpu_device_files,
         fence_after_s=args.fence_after_s,
+        volumes_disk_gb=args.volumes_disk_gb,
     )
