@@ -126,6 +126,7 @@ class AgentInfoSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fake_gpus = serializers.BooleanField()
     cgroups = serializers.BooleanField()
     cgroups_note = serializers.CharField()
+    volumes_disk_gb = serializers.IntegerField(default=0, help_text="offered to local volumes")
 
 
 class NodeDetailSerializer(NodeSerializer):
