@@ -21,6 +21,7 @@ from execution.models import ENDED_STATES, Assignment, AssignmentOutput, Assignm
 from inventory.drivers import RunOutcome, RunState
 from inventory.models import Gpu, Node
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
+from storage import selectors as storage
 from tenants import selectors as tenancy
 from tenants.models import Project
 
@@ -78,6 +79,7 @@ class Listed:
     gpus: list[dict[str, Any]]
     cpu_milli: int
     memory_mib: int
+    volumes: list[dict[str, Any]]
 
 
 def node_assignments(node: Node) -> tuple[str, list[Listed]]:
@@ -95,6 +97,7 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
         ).select_related("node")
     }
     uuids = dict(Gpu.objects.filter(node=node).values_list("index", "uuid"))
+    mounts = storage.volume_mounts({w.pk: w.volumes for w in workloads.values()})
     listed = []
     for assignment, state in desired:
         workload = workloads[assignment.workload_id]
@@ -121,6 +124,7 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
                 gpus=[{"index": i, "uuid": uuids.get(i, "")} for i in assignment.gpus],
                 cpu_milli=int(placement["cpu_milli"]),
                 memory_mib=int(placement["memory_mib"]),
+                volumes=mounts.get(workload.pk, []),
             )
         )
     return desired_version(desired), listed

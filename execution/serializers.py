@@ -47,6 +47,16 @@ class GpuRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
     uuid = serializers.CharField()
 
 
+class ListedVolumeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.UUIDField()
+    type = serializers.CharField(help_text="local or shared")
+    host_path = serializers.CharField(
+        allow_blank=True, help_text="A shared volume's directory; blank: the agent's own."
+    )
+    path = serializers.CharField(help_text="Where the run sees it, under /mnt/.")
+    read_only = serializers.BooleanField()
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -63,6 +73,7 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     ports = serializers.ListField(child=serializers.IntegerField())
     cpu_milli = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
+    volumes = ListedVolumeSerializer(many=True)
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db.models import Sum
@@ -12,6 +13,7 @@ from inventory.models import Cluster, Node
 from storage.models import Volume, VolumeStatus, VolumeType
 
 GB = 1_000_000_000
+K = TypeVar("K")
 
 
 def volumes_active(ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Volume]:
@@ -67,3 +69,28 @@ def local_volume_nodes(ids: Iterable[uuid.UUID | str]) -> frozenset[str] | None:
             mine = frozenset(str(n) for n, room in rooms.items() if room >= volume.size_gb)
         allowed = mine if allowed is None else allowed & mine
     return allowed
+
+
+def volume_mounts(mounts: Mapping[K, list[dict[str, Any]]]) -> dict[K, list[dict[str, Any]]]:
+    """Per owner (a workload), its mounts as its agent gets them: the volume's id and type,
+    the host directory of a shared one (its cluster's shared path, then the volume's id; a
+    local one's is the agent's to choose: ""), the path in the run and whether read-only.
+    One query for them all."""
+    ids = {m["volume"] for listed in mounts.values() for m in listed}
+    volumes = Volume.objects.select_related("cluster").in_bulk(list(ids))
+    return {
+        owner: [_mount(volumes[uuid.UUID(str(m["volume"]))], m) for m in listed]
+        for owner, listed in mounts.items()
+    }
+
+
+def _mount(volume: Volume, mount: dict[str, Any]) -> dict[str, Any]:
+    root = shared_path(volume.cluster) if volume.type == VolumeType.SHARED else None
+    host_path = f"{root}/{volume.pk}" if root else ""  # none: the agent refuses a shared one
+    return {
+        "id": str(volume.pk),
+        "type": volume.type,
+        "host_path": host_path,
+        "path": mount["path"],
+        "read_only": bool(mount.get("read_only")),
+    }
