@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.state import LAUNCHED, RUNNING, RunRecord, safe_id
+from agent.volumes import VolumeMount
 
 RUN = "run"
 STOP = "stop"
@@ -33,6 +34,7 @@ class Assignment:
     memory_mib: int = 0
     stop_grace_s: float | None = None
     last_seq: int = 0
+    volumes: list[VolumeMount] = field(default_factory=list)
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -81,6 +83,7 @@ class Assignment:
             memory_mib=int(data.get("memory_mib") or 0),
             stop_grace_s=None if grace is None else float(grace),
             last_seq=int(data.get("last_seq") or 0),
+            volumes=[VolumeMount.parse(v) for v in data.get("volumes") or []],
         )
 
 
