@@ -41,7 +41,6 @@ class Config:
     volumes_disk_gb: int = 0  # disk offered to local volumes (issue 32), reported
     volumes_dir: Path | None = None  # local volumes' directories (None: under state_dir)
     volume_gids: range = range(4_100_000, 4_200_000)  # a group per volume (agent/volumes.py)
-    volume_usage_s: float = 300.0  # how often a shared volume's usage is measured
 
     @property
     def publish_address(self) -> str:
@@ -113,13 +112,6 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
         "4100000-4199999",
         "the groups volumes get, one each, FIRST-LAST (first half local, second shared);"
         " apart from --run-uids",
-    ),
-    (
-        "--volume-usage-s",
-        "NEOCLOUD_VOLUME_USAGE_S",
-        float,
-        300.0,
-        "seconds between two measures of a shared volume's usage",
     ),
     (
         "--fence-after-s",
@@ -220,8 +212,6 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         volume_gids.start < run_uids.stop and run_uids.start < volume_gids.stop
     ):
         parser.error("--volume-gids must hold 2 gids at least, none of --run-uids")
-    if args.volume_usage_s <= 0:
-        parser.error("--volume-usage-s must be > 0")
     if args.fence_after_s < 0:
         parser.error("--fence-after-s must be >= 0 (0: never)")
     return Config(
@@ -248,5 +238,4 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         volumes_disk_gb=args.volumes_disk_gb,
         volumes_dir=args.volumes_dir or args.state_dir / "volumes",
         volume_gids=volume_gids,
-        volume_usage_s=args.volume_usage_s,
     )

@@ -54,7 +54,7 @@ class ListedVolumeSerializer(serializers.Serializer):  # type: ignore[type-arg]
         allow_blank=True, help_text="A shared volume's directory; blank: the agent's own."
     )
     path = serializers.CharField(help_text="Where the run sees it, under /mnt/.")
-    read_only = serializers.BooleanField()
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # a field, not the flag
 
 
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
