@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import cgroups, devices, processes, shares, users
+from agent import cgroups, devices, processes, shares, users, volumes
 from agent.cgroups import Cgroups, Limits
 from agent.config import Config
 from agent.gpus import Gpus
@@ -68,6 +68,7 @@ class Launcher:
             memory_mib=assignment.memory_mib,
         )
         record.host_ports = self._ports(assignment)
+        mounted = self._volumes(assignment)
         self.state.save(record)
         devices_ = self.gpus.device_ids(assignment.gpus)
         launch = Launch(
@@ -85,6 +86,7 @@ class Launcher:
             pids_max=self.config.pids_max,
             host_ports=record.host_ports,
             publish_address=self.config.publish_address,
+            volumes=mounted,
         )
         self._check(assignment, launch)
         env_file = self.state.env_path(assignment.id, self.runtime.name)
@@ -152,6 +154,19 @@ class Launcher:
         if None in chosen:
             raise StartFailed(f"no free host port in this node's range {span}")
         return [port for port in chosen if port is not None]
+
+    def _volumes(self, assignment: Assignment) -> tuple[volumes.Mounted, ...]:
+        """Each volume's directory, made on its first use (agent/volumes.py)."""
+        if assignment.volumes and not users.isolating():
+            raise StartFailed("volumes are mounted by a root agent only")
+        volumes_dir = self.config.volumes_dir or self.config.state_dir / "volumes"
+        try:
+            return tuple(
+                volumes.prepare(mount, volumes_dir=volumes_dir, gids=self.config.volume_gids)
+                for mount in assignment.volumes
+            )
+        except volumes.VolumeProblem as error:
+            raise StartFailed(str(error)) from None
 
     def _check(self, assignment: Assignment, launch: Launch) -> None:
         known = {gpu.index for gpu in self.gpus.read()}

@@ -210,6 +210,7 @@ class Agent:
                 "cgroups": self.cgroups.available or self.runtime.applies_limits,
                 "cgroups_note": self.cgroups.note,
                 "isolation": self.isolation(),
+                "volumes_disk_gb": self.config.volumes_disk_gb,
             },
             "gpus": [gpu.as_report() for gpu in self.gpus.read()],
         }

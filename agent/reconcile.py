@@ -12,6 +12,7 @@ from typing import Any
 
 from agent.notices import Notice
 from agent.state import LAUNCHED, RUNNING, RunRecord, safe_id
+from agent.volumes import VolumeMount
 
 RUN = "run"
 STOP = "stop"
@@ -37,6 +38,7 @@ class Assignment:
     # Preemption with notice, and resume (issue 32).
     notice: Notice | None = None
     restarts: int = 0
+    volumes: list[VolumeMount] = field(default_factory=list)
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -87,6 +89,7 @@ class Assignment:
             last_seq=int(data.get("last_seq") or 0),
             notice=Notice.parse(data.get("notice")),
             restarts=int(data.get("restarts") or 0),
+            volumes=[VolumeMount.parse(v) for v in data.get("volumes") or []],
         )
 
 

@@ -98,6 +98,7 @@ def _listed(listed: Listed) -> dict[str, Any]:
         "ports": list(workload.ports),
         "cpu_milli": listed.cpu_milli,
         "memory_mib": listed.memory_mib,
+        "volumes": listed.volumes,
         "stop_grace_s": notice.grace_s if notice else selectors.stop_grace_s(),
         "last_seq": assignment.last_seq,
         # Preemption with notice, and resume (issue 32).

@@ -25,6 +25,7 @@ from inventory.models import Gpu, Node
 from scheduler import services as scheduling
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
 from scheduler.specs import MAX_RUNTIME_S
+from storage import selectors as storage
 from tenants import selectors as tenancy
 from tenants.models import Project
 
@@ -83,6 +84,7 @@ class Listed:
     gpus: list[dict[str, Any]]
     cpu_milli: int
     memory_mib: int
+    volumes: list[dict[str, Any]]
     notice: Notice | None = None
     restarts: int = 0
 
@@ -104,6 +106,7 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
     uuids = dict(Gpu.objects.filter(node=node).values_list("index", "uuid"))
     restarts = runs_before(rows)
     now = timezone.now()
+    mounts = storage.volume_mounts({w.pk: w.volumes for w in workloads.values()})
     listed = []
     for assignment, state in desired:
         workload = workloads[assignment.workload_id]
@@ -132,6 +135,7 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
                 memory_mib=int(placement["memory_mib"]),
                 notice=notice_of(assignment, state, now),
                 restarts=restarts.get(assignment.pk, 0),
+                volumes=mounts.get(workload.pk, []),
             )
         )
     return desired_version(desired), listed

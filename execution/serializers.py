@@ -54,6 +54,16 @@ class ListedNoticeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     grace_s = serializers.FloatField(help_text="Seconds left until then, when listed.")
 
 
+class ListedVolumeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.UUIDField()
+    type = serializers.CharField(help_text="local or shared")
+    host_path = serializers.CharField(
+        allow_blank=True, help_text="A shared volume's directory; blank: the agent's own."
+    )
+    path = serializers.CharField(help_text="Where the run sees it, under /mnt/.")
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # a field, not the flag
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -70,6 +80,7 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     ports = serializers.ListField(child=serializers.IntegerField())
     cpu_milli = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
+    volumes = ListedVolumeSerializer(many=True)
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
     notice = ListedNoticeSerializer(allow_null=True)

@@ -126,6 +126,7 @@ class AgentInfoSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fake_gpus = serializers.BooleanField()
     cgroups = serializers.BooleanField()
     cgroups_note = serializers.CharField()
+    volumes_disk_gb = serializers.IntegerField(default=0, help_text="offered to local volumes")
 
 
 class NodeDetailSerializer(NodeSerializer):
@@ -200,6 +201,9 @@ class AgentReportSerializer(StrictType, serializers.Serializer):  # type: ignore
     fake_gpus = StrictBooleanField(required=False, default=False)
     cgroups = StrictBooleanField(required=False, default=False)
     cgroups_note = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
+    volumes_disk_gb = StrictIntegerField(
+        min_value=0, max_value=1 << 40, required=False, default=0, help_text="for local volumes"
+    )
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -373,6 +373,7 @@ class AgentInfo:
     fake_gpus: bool = False
     cgroups: bool = False
     cgroups_note: str = ""
+    volumes_disk_gb: int = 0  # disk the agent offers local volumes (issue 32)
 
 
 def node_heartbeat(

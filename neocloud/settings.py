@@ -104,6 +104,7 @@ INSTALLED_APPS = [
     "events",
     "tenants",
     "inventory",
+    "storage",
     "scheduler",
     "execution",
     "catalog",
@@ -321,6 +322,14 @@ WAITING_WORKLOADS_PER_ORGANIZATION = int(
     os.environ.get("WAITING_WORKLOADS_PER_ORGANIZATION", "20000")
 )
 WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJECT", "10000"))
+# --- Volumes (issue 32, docs/operations/storage.md) ---
+# The storage quota: GB the volumes of one organization may provision at once; a volume
+# past it is refused (409 storage_quota_exceeded).
+VOLUME_GB_PER_ORGANIZATION = int(os.environ.get("VOLUME_GB_PER_ORGANIZATION", "10000"))
+# Where each cluster's shared filesystem (NFS, Lustre...) is mounted on every one of its
+# nodes, by cluster slug, e.g. {"eu-west-1": "/mnt/neocloud"}; a cluster without one offers
+# no shared volumes.
+VOLUME_SHARED_PATHS: dict[str, str] = env_json("VOLUME_SHARED_PATHS", "{}")
 # Estimates and dry runs (each runs the engine over a cluster's line) an organization may ask
 # for a minute, through the API and the console together; past it 429 throttled.
 FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(

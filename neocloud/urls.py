@@ -16,6 +16,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("catalog.urls")),
     path("", include("orders.urls")),
     path("", include("scheduler.urls")),
+    path("", include("storage.urls")),
     path("", include("execution.urls")),
     path("", include("metering.urls")),
     path("", include("billing.urls")),

@@ -30,6 +30,16 @@ PRIORITY_CLASS_STREAM = "priority_class"
 RESERVATION_STREAM = "reservation"
 
 
+class VolumeMountData(BaseModel):
+    """A volume a workload mounts, at ``path`` in its runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    volume: UUID
+    path: str
+    read_only: bool = False
+
+
 class PlacementData(BaseModel):
     """One node's part of an allocation."""
 
@@ -96,6 +106,7 @@ class WorkloadSubmitted(DomainEvent):
     secrets: list[str] = []
     working_dir: str | None = None
     ports: list[int] = []
+    volumes: list[VolumeMountData] = []  # the project's volumes its runs mount
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None

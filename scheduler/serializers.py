@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -46,8 +47,10 @@ from scheduler.specs import (
     MAX_RETRY_LIMIT,
     MAX_RUNTIME_S,
     MAX_SECRETS,
+    MAX_VOLUMES,
     PricePlan,
     RestartPolicy,
+    VolumeMount,
     WorkloadKind,
     WorkloadSpec,
     program,
@@ -153,6 +156,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "secrets",
             "working_dir",
             "ports",
+            "volumes",
             "endpoints",
             "runs",
             "failures",
@@ -278,6 +282,15 @@ class ProgramFields(RequestSerializer):
     )
 
 
+class VolumeMountSerializer(RequestSerializer):
+    """A volume a workload's runs mount (``services.volumes`` checks the rest)."""
+
+    volume = StrictUUIDField()
+    path = StrictCharField(max_length=MAX_PATH_BYTES, help_text="under /mnt/, the run's own")
+    # The metaclass takes declared fields off the class: the name shadows no Field attribute.
+    read_only = StrictBooleanField(default=False)  # type: ignore[assignment]
+
+
 class WorkloadCreateSerializer(ProgramFields):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     name = StrictCharField(max_length=128)
@@ -328,6 +341,7 @@ class WorkloadCreateSerializer(ProgramFields):
         help_text="follows from the workload (reservation, preemptible, else on demand);"
         " naming another is refused",
     )
+    volumes = VolumeMountSerializer(many=True, required=False, max_length=MAX_VOLUMES)  # type: ignore[call-arg]
 
 
 class WorkloadCreateQuerySerializer(QuerySerializer):
@@ -450,9 +464,15 @@ class ClusterAllocationSerializer(serializers.Serializer):  # type: ignore[type-
 def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     """The spec a validated ``WorkloadCreateSerializer`` asks for (``raw``: the data it was
     given, to tell what was given); with an offering, the offering's terms fill the rest."""
+    spec = _spec_of(data, raw)
+    mounts = tuple(VolumeMount(**m) for m in data.get("volumes") or ())
+    return replace(spec, volumes=mounts) if mounts else spec
+
+
+def _spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     offering = data.pop("offering", None)
     if offering:
-        given = {k: v for k, v in data.items() if k in raw and k != "region"}
+        given = {k: v for k, v in data.items() if k in raw and k not in ("region", "volumes")}
         spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
         if spec is None:
             raise ValidationFailed(

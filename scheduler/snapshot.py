@@ -42,6 +42,7 @@ from scheduler.models import (
 )
 from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Reservation as ReservationRow
+from storage import selectors as storage_selectors
 from tenants.models import Quota
 
 FAULT_PREFIX = "fault:"  # allocations that stand for faulty GPUs: never free, never preempted
@@ -79,7 +80,18 @@ def request_of(data: Mapping[str, Any]) -> Request:
         organization=str(data["organization_id"]),
         project=str(data["project_id"]),
         submitted_at=epoch(data["submitted_at"]),
+        nodes_allowed=local_volume_nodes(data.get("volumes") or ()),
     )
+
+
+def local_volume_nodes(mounts: Iterable[Mapping[str, Any]]) -> frozenset[str] | None:
+    """The nodes work mounting these volumes may go to (issue 32): where its local volumes'
+    data lives, or, for one not placed yet, the nodes with room for it; None when it mounts
+    no local volume (one read, and only for work that mounts volumes)."""
+    ids = [m["volume"] for m in mounts]
+    if not ids:
+        return None
+    return storage_selectors.local_volume_nodes(ids)
 
 
 def allocation_of(

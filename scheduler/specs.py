@@ -77,6 +77,23 @@ class PricePlan(enum.StrEnum):
     RESERVED = "reserved"
 
 
+# --- Volumes (issue 32, docs/user-guide/volumes.md) ---
+MAX_VOLUMES = 16
+# A volume is mounted at a path under this directory, which each run has of its own (a
+# private one in its mount namespace, ``agent.volumes``): never a system directory, and
+# always inside what the run sees.
+VOLUME_MOUNT_ROOT = "/mnt"
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A volume of the workload's project, seen by its runs at ``path``."""
+
+    volume: uuid.UUID
+    path: str
+    read_only: bool = False
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """GPU counts are per node; ``gpu_milli`` < 1000 asks for a share of one GPU."""
@@ -110,6 +127,7 @@ class WorkloadSpec:
     secrets: tuple[str, ...] = ()  # project secrets exposed as variables of their names
     working_dir: str | None = None  # absolute
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
+    volumes: tuple[VolumeMount, ...] = ()  # ``services.volumes`` checks them
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")

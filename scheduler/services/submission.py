@@ -28,6 +28,7 @@ from scheduler.selectors.fleet import FleetFacts, NodeShape, fleet_facts
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
 from scheduler.services.standing import check_approval, check_standing, check_waiting
+from scheduler.services.volumes import check_volumes
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
@@ -132,6 +133,7 @@ def check_submission(
         secrets=list(spec.secrets),
         working_dir=spec.working_dir,
         ports=list(spec.ports),
+        volumes=check_volumes(spec, project, cluster),
     )
 
 
