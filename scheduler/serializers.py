@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime
 from typing import Any
@@ -153,6 +154,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "secrets",
             "working_dir",
             "ports",
+            "http_ports",
             "endpoints",
             "runs",
             "failures",
@@ -280,6 +282,12 @@ class ProgramFields(RequestSerializer):
 
 class WorkloadCreateSerializer(ProgramFields):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
+    http_ports = UniqueListField(
+        child=StrictIntegerField(min_value=1, max_value=65535),
+        max_length=MAX_PORTS,
+        required=False,
+        help_text="those of ports served by the web gateway at a URL of their own",
+    )
     name = StrictCharField(max_length=128)
     kind = StrictChoiceField(
         choices=[k.value for k in WorkloadKind], default=WorkloadKind.JOB.value
@@ -458,7 +466,7 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
             raise ValidationFailed(
                 "no catalog to run offerings from", fields={"offering": ["unknown"]}
             )
-        return spec
+        return dataclasses.replace(spec, http_ports=tuple(data.get("http_ports") or ()))
     return WorkloadSpec(
         name=data["name"],
         gpu_models=tuple(data["gpu_models"]),
@@ -480,4 +488,5 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
         **program(data),
+        http_ports=tuple(data.get("http_ports") or ()),
     )
