@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduler', '0008_reservation_cancellation_charged'),
+        ("scheduler", "0008_reservation_cancellation_charged"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='workload',
-            name='http_ports',
+            model_name="workload",
+            name="http_ports",
             field=models.JSONField(default=list),
         ),
     ]

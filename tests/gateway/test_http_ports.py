@@ -43,7 +43,7 @@ def test_web_ports_reach_the_workload(
     assert Workload.objects.get(pk=response.json()["id"]).http_ports == http_ports
 
 
-BAD = {
+BAD: dict[str, dict[str, Any]] = {
     "not-among-ports": {"ports": [8888], "http_ports": [8080]},
     "without-ports": {"http_ports": [8888]},
     "twice": {"ports": [8888], "http_ports": [8888, 8888]},
