@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from neocloud.api.bodies import RequestSerializer
+from neocloud.api.fields import StrictCharField, StrictIntegerField
 
 
 class WebEndpointSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -12,8 +13,8 @@ class WebEndpointSerializer(serializers.Serializer):  # type: ignore[type-arg]
 
 
 class EndpointTokenCreateSerializer(RequestSerializer):
-    port = serializers.IntegerField(min_value=1, max_value=65535, help_text="a web port")
-    name = serializers.CharField(max_length=128, required=False, default="", allow_blank=True)
+    port = StrictIntegerField(min_value=1, max_value=65535, help_text="a web port")
+    name = StrictCharField(max_length=128, required=False, default="", allow_blank=True)
 
 
 class EndpointTokenSerializer(serializers.Serializer):  # type: ignore[type-arg]
