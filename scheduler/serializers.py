@@ -460,7 +460,8 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     given, to tell what was given); with an offering, the offering's terms fill the rest."""
     offering = data.pop("offering", None)
     if offering:
-        given = {k: v for k, v in data.items() if k in raw and k != "region"}
+        # Web ports are the request's own: offerings carry ports, not which serve the web.
+        given = {k: v for k, v in data.items() if k in raw and k not in {"region", "http_ports"}}
         spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
         if spec is None:
             raise ValidationFailed(
