@@ -178,3 +178,14 @@ def test_the_reconcile_puts_routes_back_to_the_live_endpoints(
     services.routes_reconcile()
 
     assert gateway.routes() == live
+
+
+def test_the_redirect_after_a_token_stays_on_the_endpoint(
+    gateway: Gateway, lab: dict[str, Any]
+) -> None:
+    token = token_of(lab["acme"], lab["workload"])
+
+    entered = gateway.get(lab["host"], f"//evil.example/x?token={token}")
+
+    assert entered.status_code == 302
+    assert entered.headers["Location"] == "/x"  # a path of this endpoint, not another host
