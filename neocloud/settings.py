@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "orders",
     "metering",
     "billing",
+    "gateway",  # web ports through Caddy (issue 32)
     "console",
     "monitoring",
     "django_htmx",
@@ -482,3 +483,28 @@ LOGGING = logging_config(
 # --- Health (/readyz) -------------------------------------------------------------------------
 # Unready when a consumer's oldest unhandled event waits longer than this.
 READY_MAX_CONSUMER_LAG_S = float(os.environ.get("READY_MAX_CONSUMER_LAG_S", "60"))
+
+# --- Web gateway (issue 32): web ports through Caddy, authorized by /gateway/auth -------------
+# The domain whose subdomains serve web ports: https://<endpoint id>.<GATEWAY_DOMAIN>/ (a
+# wildcard DNS record and certificate). Empty: no gateway (no URLs, no routes).
+GATEWAY_DOMAIN = os.environ.get("GATEWAY_DOMAIN", "")
+# The scheme of those URLs: https in production, http for a gateway on loopback (tests, demo).
+GATEWAY_SCHEME = os.environ.get("GATEWAY_SCHEME", "https")
+if GATEWAY_SCHEME not in {"http", "https"}:
+    raise ImproperlyConfigured("GATEWAY_SCHEME is http or https")
+# Caddy's admin API; bind it to loopback (it has no authentication of its own).
+GATEWAY_ADMIN_URL = os.environ.get("GATEWAY_ADMIN_URL", "http://127.0.0.1:2019")
+# The addresses Caddy's gateway server listens on.
+GATEWAY_LISTEN = env_list("GATEWAY_LISTEN", ":443")
+# Where Caddy reaches NeoCloud's web processes for forward_auth (host:port).
+GATEWAY_AUTH_UPSTREAM = os.environ.get("GATEWAY_AUTH_UPSTREAM", "127.0.0.1:8000")
+# The console's own address, where a browser without the endpoint's cookie is sent to sign in.
+GATEWAY_CONSOLE_URL = os.environ.get("GATEWAY_CONSOLE_URL", "http://127.0.0.1:8000")
+# How long the endpoint's cookie (set after a sign-in or a ?token=) lets a browser in.
+GATEWAY_COOKIE_MAX_AGE_S = int(os.environ.get("GATEWAY_COOKIE_MAX_AGE_S", "43200"))
+# Beat puts Caddy's routes back to the live endpoints this often (after a crash, a lost call).
+GATEWAY_RECONCILE_S = float(os.environ.get("GATEWAY_RECONCILE_S", "30"))
+CELERY_BEAT_SCHEDULE["gateway-reconcile"] = {
+    "task": "gateway.reconcile",
+    "schedule": GATEWAY_RECONCILE_S,
+}

@@ -107,6 +107,7 @@ class WorkloadSubmitted(DomainEvent):
     working_dir: str | None = None
     ports: list[int] = []
     volumes: list[VolumeMountData] = []  # the project's volumes its runs mount
+    http_ports: list[int] = []  # of ``ports``: served by the web gateway
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None

@@ -97,6 +97,7 @@ class Workload(models.Model):
     working_dir = models.CharField(max_length=1024, blank=True)
     ports = models.JSONField(default=list)
     volumes = models.JSONField(default=list)  # [{volume, path, read_only}]
+    http_ports = models.JSONField(default=list)  # of ``ports``: served by the web gateway
     # Where each port is reached, as the node agent will report it; none reports yet.
     endpoints = models.JSONField(default=list)
     # A task of a job array: the array, the task's index in it and the array's size.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -157,6 +158,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "working_dir",
             "ports",
             "volumes",
+            "http_ports",
             "endpoints",
             "runs",
             "failures",
@@ -293,6 +295,12 @@ class VolumeMountSerializer(RequestSerializer):
 
 class WorkloadCreateSerializer(ProgramFields):
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
+    http_ports = UniqueListField(
+        child=StrictIntegerField(min_value=1, max_value=65535),
+        max_length=MAX_PORTS,
+        required=False,
+        help_text="those of ports served by the web gateway at a URL of their own",
+    )
     name = StrictCharField(max_length=128)
     kind = StrictChoiceField(
         choices=[k.value for k in WorkloadKind], default=WorkloadKind.JOB.value
@@ -472,13 +480,18 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
 def _spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     offering = data.pop("offering", None)
     if offering:
-        given = {k: v for k, v in data.items() if k in raw and k not in ("region", "volumes")}
+        # Web ports are the request's own: offerings carry ports, not which serve the web.
+        given = {
+            k: v
+            for k, v in data.items()
+            if k in raw and k not in {"region", "volumes", "http_ports"}
+        }
         spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
         if spec is None:
             raise ValidationFailed(
                 "no catalog to run offerings from", fields={"offering": ["unknown"]}
             )
-        return spec
+        return dataclasses.replace(spec, http_ports=tuple(data.get("http_ports") or ()))
     return WorkloadSpec(
         name=data["name"],
         gpu_models=tuple(data["gpu_models"]),
@@ -500,4 +513,5 @@ def _spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
         **program(data),
+        http_ports=tuple(data.get("http_ports") or ()),
     )

@@ -128,6 +128,9 @@ class WorkloadSpec:
     working_dir: str | None = None  # absolute
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
     volumes: tuple[VolumeMount, ...] = ()  # ``services.volumes`` checks them
+    # Web ports (issue 32): those of ``ports`` the gateway serves at a URL of their own. Not
+    # a program field: orders and offerings do not carry it.
+    http_ports: tuple[int, ...] = ()
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")

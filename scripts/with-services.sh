@@ -33,6 +33,7 @@
 # Podman, for the node agent's container runtime test: installed with runc (apt-get, as root)
 # where missing; where it cannot be, that test is skipped and says why.
 # Chromium, for the console's browser tests: Debian's package (apt-get, as root) where missing.
+# Caddy, for the web gateway's tests: Debian's package (apt-get, as root) where missing.
 # One line per service on stderr tells which one is used.
 #
 # CMD runs in the foreground: Ctrl-C, or a signal sent to the whole process
@@ -408,6 +409,18 @@ setup_chromium() {
     fi
 }
 
+# ---------------------------------------------------------------- caddy
+
+setup_caddy() {
+    if have caddy; then
+        log "caddy: $(command -v caddy)"
+    elif apt_install caddy; then
+        log "caddy: installed (Debian's caddy)"
+    else
+        log "caddy: not available (the web gateway's tests will be skipped)"
+    fi
+}
+
 # ---------------------------------------------------------------- promtool
 
 setup_promtool() {
@@ -448,6 +461,7 @@ setup_redis
 setup_stripe
 setup_podman
 setup_chromium
+setup_caddy
 setup_promtool
 export DATABASE_URL REDIS_URL
 

@@ -134,6 +134,7 @@ def check_submission(
         working_dir=spec.working_dir,
         ports=list(spec.ports),
         volumes=check_volumes(spec, project, cluster),
+        http_ports=list(spec.http_ports),
     )
 
 
