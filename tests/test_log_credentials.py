@@ -80,8 +80,10 @@ def test_a_node_token_is_not_logged_when_its_node_lookup_fails(
     settings.PROVISIONING_DRIVER = "agent"
     (agent, _) = agents_of(ready_fleet(nodes=2, gpus=8))
 
+    # The reports' endpoint: it runs on the request's connection (a long poll reads on
+    # threads of its own, which this test's injected failure does not reach).
     with database_fails_on('FROM "inventory_node"'):
-        response = agent.client.get(agent.url("assignments"))
+        response = agent.client.post(agent.url("reports"), {"reports": []}, format="json")
 
     assert response.status_code == 500
     assert_logged_without(log_text.getvalue(), agent.token)
