@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, processes, users
+from agent import VERSION, cgroups, fencing, logs, processes, ssh, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -279,7 +279,18 @@ class Agent:
                 if self.stopping.is_set() or self.unauthorized.is_set():
                     break
                 self._start(assignment)
+            self._ssh_keys(assignments, records)
         return plan
+
+    def _ssh_keys(self, assignments: list[Assignment], records: dict[str, RunRecord]) -> None:
+        """Each running run's ``authorized_keys`` as listed now (issue 32): a key added or
+        removed, or a member gone, takes effect at the next login."""
+        for assignment in assignments:
+            record = records.get(assignment.id)
+            if assignment.ssh_keys is None or record is None or not record.ssh_port:
+                continue
+            if record.phase in (LAUNCHED, RUNNING):
+                ssh.keys_write(self.state.ssh_dir(assignment.id), assignment.ssh_keys)
 
     def _fence(self) -> None:
         """Self-fencing (``agent.fencing``): stop every run; start nothing until heard."""
@@ -440,14 +451,18 @@ class Agent:
             cgroups=cgroups_report,
         )
         log.info("started %s: pid %s", record.assignment_id, record.pid)
-        if record.ports:
+        ssh_endpoint = []
+        if record.ssh_port:  # issue 32: the run's sshd
+            at = f"{self.config.advertise_address}:{record.ssh_port}"
+            ssh_endpoint = [{"port": record.ssh_port, "address": at, "kind": "ssh"}]
+        if record.ports or ssh_endpoint:
             address = self.config.advertise_address
             published = record.host_ports or record.ports  # a process listens on its own
             ports = [
                 {"port": port, "address": f"{address}:{host_port}"}
                 for port, host_port in zip(record.ports, published, strict=True)
             ]
-            self.state.enqueue(record, "ports", at=_now(), ports=ports)
+            self.state.enqueue(record, "ports", at=_now(), ports=[*ports, *ssh_endpoint])
 
     def _ended(self, record: RunRecord) -> None:
         """The shim is gone: how the run ended, from its status file (or the lack of one).

@@ -33,6 +33,7 @@ class Assignment:
     memory_mib: int = 0
     stop_grace_s: float | None = None
     last_seq: int = 0
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else its authorized_keys
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -81,7 +82,17 @@ class Assignment:
             memory_mib=int(data.get("memory_mib") or 0),
             stop_grace_s=None if grace is None else float(grace),
             last_seq=int(data.get("last_seq") or 0),
+            ssh_keys=_ssh_keys(data.get("ssh")),
         )
+
+
+def _ssh_keys(ssh: Any) -> list[str] | None:
+    if ssh is None:
+        return None
+    keys = ssh["authorized_keys"]
+    if not (isinstance(keys, list) and all(isinstance(k, str) and "\n" not in k for k in keys)):
+        raise ValueError("ssh.authorized_keys: not a list of one-line strings")
+    return list(keys)
 
 
 @dataclass(frozen=True)

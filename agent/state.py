@@ -92,6 +92,7 @@ class RunRecord:
     cgroup_note: str = ""
     uid: int | None = None  # the run's own user, held until the run has ended
     host_ports: list[int] = field(default_factory=list)  # a container's published ports
+    ssh_port: int | None = None  # issue 32: the run's sshd's port, from --port-range
     last_seq: int = 0  # the last report seq used for this assignment
     log_offset: int = 0  # the next output byte the control plane wants
     log_dropped_sent: int = 0  # the dropped-bytes total last acknowledged
@@ -146,6 +147,10 @@ class State:
 
     def cidfile_path(self, assignment_id: str) -> Path:
         return self.run_dir(assignment_id) / "container.id"
+
+    def ssh_dir(self, assignment_id: str) -> Path:
+        """The run's sshd's files (issue 32), the run uid's own."""
+        return self.run_dir(assignment_id) / "ssh"
 
     def work_dir(self, assignment_id: str) -> Path:
         return self.run_dir(assignment_id) / "work"

@@ -100,6 +100,8 @@ def _listed(listed: Listed) -> dict[str, Any]:
         "memory_mib": listed.memory_mib,
         "stop_grace_s": selectors.stop_grace_s(),
         "last_seq": assignment.last_seq,
+        # issue 32: the run's sshd and the keys it takes (absent: no SSH)
+        **({} if listed.ssh_keys is None else {"ssh": {"authorized_keys": listed.ssh_keys}}),
     }
 
 

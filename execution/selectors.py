@@ -56,15 +56,39 @@ def node_runs_left(node: Node) -> list[Assignment]:
     return [a for a, state in node_desired(node) if state == STOP]
 
 
-def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
-    """The listing's version: a digest of its (id, desired) pairs."""
+def desired_version(
+    desired: Sequence[tuple[Assignment, str]], ssh_keys: dict[uuid.UUID, list[str]] | None = None
+) -> str:
+    """The listing's version: a digest of its (id, desired) pairs, and of the SSH keys each
+    run taking SSH authorizes (so a key added or removed, or a member gone, is news)."""
     text = ";".join(f"{a.pk}={state}" for a, state in desired)
+    for assignment_id, keys in sorted((ssh_keys or {}).items()):
+        text += f";{assignment_id}:" + ",".join(keys)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def ssh_keys_of(desired: Sequence[tuple[Assignment, str]]) -> dict[uuid.UUID, list[str]]:
+    """Per assignment to run whose workload takes SSH (issue 32), the ``authorized_keys``
+    lines of its project's members (``<type> <base64> <fingerprint>``)."""
+    wanted = [a.pk for a, state in desired if state == RUN]
+    rows = Workload.objects.filter(
+        pk__in=[a.workload_id for a, state in desired if state == RUN], ssh=True
+    ).values_list("pk", "project_id")
+    projects = dict(rows)
+    if not projects:
+        return {}
+    keys = tenancy.ssh_keys_authorized(project_ids=set(projects.values()))
+    return {
+        a.pk: [f"{k.public_key} {k.fingerprint}" for k in keys[projects[a.workload_id]]]
+        for a, _ in desired
+        if a.pk in wanted and a.workload_id in projects
+    }
 
 
 def node_desired_version(node: Node) -> str:
     """The version of the node's listing as it is now."""
-    return desired_version(node_desired(node))
+    desired = node_desired(node)
+    return desired_version(desired, ssh_keys_of(desired))
 
 
 @dataclass(frozen=True)
@@ -78,12 +102,14 @@ class Listed:
     gpus: list[dict[str, Any]]
     cpu_milli: int
     memory_mib: int
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else authorized_keys lines
 
 
 def node_assignments(node: Node) -> tuple[str, list[Listed]]:
     """The node's listing and its version. The environment holds the secrets' values of the
     assignments to run: this answer is the only place they leave the control plane."""
     desired = node_desired(node)
+    ssh_keys = ssh_keys_of(desired)
     rows = [a for a, _ in desired]
     workloads = Workload.objects.in_bulk({a.workload_id for a in rows})
     allocations = Allocation.objects.in_bulk({a.allocation_id for a in rows})
@@ -121,9 +147,10 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
                 gpus=[{"index": i, "uuid": uuids.get(i, "")} for i in assignment.gpus],
                 cpu_milli=int(placement["cpu_milli"]),
                 memory_mib=int(placement["memory_mib"]),
+                ssh_keys=ssh_keys.get(assignment.pk),
             )
         )
-    return desired_version(desired), listed
+    return desired_version(desired, ssh_keys), listed
 
 
 def _env(

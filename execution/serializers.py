@@ -28,6 +28,7 @@ MAX_CHUNKS = 1024
 MAX_OFFSET = 1 << 62
 MAX_PID = (1 << 31) - 1
 REPORT_KINDS = ("started", "start_failed", "exited", "ports")
+ENDPOINT_KINDS = ("port", "ssh")  # "ssh": the run's sshd (issue 32)
 
 
 # --- the agent's side ------------------------------------------------------------------------
@@ -45,6 +46,12 @@ class AssignmentsQuerySerializer(serializers.Serializer):  # type: ignore[type-a
 class GpuRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
     index = serializers.IntegerField()
     uuid = serializers.CharField()
+
+
+class SshAccessSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    authorized_keys = serializers.ListField(
+        child=serializers.CharField(), help_text="authorized_keys lines of the project's members"
+    )
 
 
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -65,6 +72,7 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     memory_mib = serializers.IntegerField()
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
+    ssh = SshAccessSerializer(required=False, help_text="present when the run takes SSH")
 
 
 class AssignmentsListingSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -87,6 +95,7 @@ class CgroupsSerializer(StrictObjectSerializer):
 class ReportedPortSerializer(serializers.Serializer):  # type: ignore[type-arg]
     port = StrictIntegerField(min_value=1, max_value=65535)
     address = StrictCharField(max_length=300)
+    kind = StrictChoiceField(choices=ENDPOINT_KINDS, required=False, default="port")
 
 
 class ReportSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -96,6 +96,7 @@ class WorkloadSubmitted(DomainEvent):
     secrets: list[str] = []
     working_dir: str | None = None
     ports: list[int] = []
+    ssh: bool = False  # issue 32: an sshd beside the run (older events: none)
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None
@@ -161,6 +162,7 @@ class EndpointData(BaseModel):
     port: int
     address: str
     node: str
+    kind: str = "port"  # "ssh": the run's sshd (issue 32)
 
 
 @event_type("scheduler.WorkloadEndpointsReported")

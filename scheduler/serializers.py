@@ -29,7 +29,7 @@ from scheduler import hooks
 from scheduler.engine import Topology
 from scheduler.engine.forecast import Basis
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from scheduler.selectors import WorkloadState, estimate_message
+from scheduler.selectors import WorkloadState, estimate_message, ssh_commands
 from scheduler.specs import (
     MAX_ARG_BYTES,
     MAX_ARGS,
@@ -116,6 +116,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     estimate_basis = serializers.SerializerMethodField()
     estimate_message = serializers.SerializerMethodField()
     estimated_at = serializers.SerializerMethodField()
+    ssh_commands = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -153,6 +154,8 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "secrets",
             "working_dir",
             "ports",
+            "ssh",
+            "ssh_commands",
             "endpoints",
             "runs",
             "failures",
@@ -174,6 +177,10 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def _state(self, workload: Workload) -> WorkloadState:
         states: dict[uuid.UUID, WorkloadState] = self.context["states"]
         return states[workload.pk]
+
+    def get_ssh_commands(self, workload: Workload) -> list[str]:
+        """How to log in to its runs (``ssh: true``), once their agents reported the port."""
+        return ssh_commands(workload)
 
     def get_placement(self, workload: Workload) -> dict[str, Any] | None:
         """The allocation held now: exact nodes and GPU indices."""
@@ -279,6 +286,11 @@ class ProgramFields(RequestSerializer):
 
 
 class WorkloadCreateSerializer(ProgramFields):
+    ssh = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="run an sshd beside it for the project's members' SSH keys",
+    )
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     name = StrictCharField(max_length=128)
     kind = StrictChoiceField(
@@ -479,5 +491,6 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         region=data.get("region"),
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
+        ssh=data.get("ssh", False),
         **program(data),
     )

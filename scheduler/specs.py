@@ -110,6 +110,8 @@ class WorkloadSpec:
     secrets: tuple[str, ...] = ()  # project secrets exposed as variables of their names
     working_dir: str | None = None  # absolute
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
+    # SSH (issue 32): the agent runs an sshd for the run, open to its project's members' keys.
+    ssh: bool = False
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")

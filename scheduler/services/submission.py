@@ -132,6 +132,7 @@ def check_submission(
         secrets=list(spec.secrets),
         working_dir=spec.working_dir,
         ports=list(spec.ports),
+        ssh=spec.ssh,
     )
 
 
