@@ -30,6 +30,33 @@ MASTER_PORT_BASE = 20_000
 MASTER_PORT_SPAN = 20_000  # 20000-39999
 
 
+# --- the jump host (issue 32) ----------------------------------------------------------------
+
+
+def ssh_jump_permits(*, key_type: str, key_base64: str) -> str | None:
+    """The gateway sshd's ``AuthorizedKeysCommand`` answer for one offered key: the key, may
+    only forward to the sshd endpoints of the running workloads it may log in to
+    (``restrict,port-forwarding,permitopen=...``); None where it reaches none (refused)."""
+    projects = tenancy.ssh_key_projects(public_key=f"{key_type} {key_base64}")
+    if not projects:
+        return None
+    endpoints = Workload.objects.filter(
+        project_id__in=projects, ssh=True, status=WorkloadStatus.RUNNING
+    ).values_list("endpoints", flat=True)
+    opens = sorted(
+        {
+            str(endpoint["address"])
+            for listed in endpoints
+            for endpoint in listed
+            if endpoint.get("kind") == "ssh"
+        }
+    )
+    if not opens:
+        return None
+    permits = ",".join(f'permitopen="{address}"' for address in opens)
+    return f"restrict,port-forwarding,{permits} {key_type} {key_base64}"
+
+
 # --- what a node runs ------------------------------------------------------------------------
 
 

@@ -192,6 +192,26 @@ def ssh_key_list(*, actor: Actor) -> QuerySet[SshKey]:
     return SshKey.objects.filter(user=actor.user).order_by("created_at", "id")
 
 
+def ssh_key_projects(*, public_key: str) -> set[UUID]:
+    """The projects whose runs ``public_key`` (``<type> <base64>``) may log in to: those of
+    every active user who registered it, by the rule of ``ssh_keys_authorized``."""
+    users = SshKey.objects.filter(public_key=public_key).values_list("user_id", flat=True)
+    memberships = Membership.objects.filter(
+        user_id__in=list(users), role__in=SSH_ROLES, user__is_active=True
+    ).prefetch_related("projects")
+    projects: set[UUID] = set()
+    for membership in memberships:
+        if membership.projects_scope == ProjectsScope.SELECTED and membership.role == Role.MEMBER:
+            projects.update(p.pk for p in membership.projects.all())
+        else:
+            projects.update(
+                Project.objects.filter(organization_id=membership.organization_id).values_list(
+                    "pk", flat=True
+                )
+            )
+    return projects
+
+
 def ssh_keys_authorized(*, project_ids: Collection[UUID]) -> dict[UUID, list[SshKey]]:
     """Per project, the keys of the active users who may run work in it: members of its
     organization with a role that runs work, and the project among theirs. One query."""

@@ -4,11 +4,13 @@ removed or a member leaves, and the agent's ``ssh`` endpoint becomes the workloa
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from scheduler.models import Workload
 from scheduler.specs import WorkloadKind
@@ -16,7 +18,7 @@ from tenants import services as tenancy
 from tenants.access import Actor
 from tenants.models import Membership, Role, User
 from tests.builders import Builder, run
-from tests.execution.conftest import Agent, Customer, submit
+from tests.execution.conftest import Agent, Customer, customer_of, submit
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -98,3 +100,41 @@ def test_the_agents_ssh_endpoint_is_the_workloads_with_the_command_to_log_in(
     shown = acme.get(f"workloads/{workload.pk}").json()
     assert shown["ssh"] is True
     assert shown["ssh_commands"] == ["ssh -p 30007 run@10.0.0.5"]
+
+
+def jump_answer(text: str) -> str:
+    key_type, key_base64 = text.split()[:2]
+    out = io.StringIO()
+    call_command("ssh_authorized_keys", key_type, key_base64, stdout=out)
+    return out.getvalue().strip()
+
+
+def test_the_jump_host_lets_a_key_forward_only_to_the_sshds_of_its_own_runs(
+    agents: list[Agent], acme: Customer, build: Builder, tmp_path: Path
+) -> None:
+    mine = public_key(tmp_path, "mine")
+    add_key(owner_of(acme), mine)
+    globex = customer_of(build, "Globex")
+    theirs = public_key(tmp_path, "theirs")
+    add_key(owner_of(globex), theirs)
+    unknown = public_key(tmp_path, "unknown")
+    submit(acme, kind=WorkloadKind.SERVICE, ssh=True)
+    submit(globex, kind=WorkloadKind.SERVICE, ssh=True)
+    for index, (agent, assignment) in enumerate(
+        (a, listed) for a in agents for listed in a.assignments()["assignments"]
+    ):
+        agent.report(assignment["id"], "started", pid=1)
+        address = f"10.0.0.{index}:3000{index}"
+        ports = [{"port": 30000 + index, "address": address, "kind": "ssh"}]
+        agent.report(assignment["id"], "ports", ports=ports)
+    acme_address = Workload.objects.get(project=acme.project).endpoints[0]["address"]
+    globex_address = Workload.objects.get(project=globex.project).endpoints[0]["address"]
+
+    answer = jump_answer(mine)
+
+    assert answer == f'restrict,port-forwarding,permitopen="{acme_address}" ' + " ".join(
+        mine.split()[:2]
+    )
+    assert globex_address not in answer
+    assert jump_answer(theirs).startswith(f'restrict,port-forwarding,permitopen="{globex_address}"')
+    assert jump_answer(unknown) == ""
