@@ -272,7 +272,10 @@ class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantView
 
 
 class SshKeyViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, GenericViewSet
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    GenericViewSet,  # type: ignore[type-arg]
 ):
     """The caller's own SSH public keys, authorized on the runs (``ssh: true``) of every
     project they may run work in."""

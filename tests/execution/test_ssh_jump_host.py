@@ -124,10 +124,15 @@ def run_sshd(place: Path) -> Iterator[tuple[int, Path]]:
 
 
 def through(gateway: int, port: int, key: Path) -> subprocess.CompletedProcess[str]:
-    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-i", str(key)]  # fmt: skip
+    """``ssh -J`` spelled out (``-J`` would not pass the key file on to the jump)."""
+    options = [
+        "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+        "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes", "-i", str(key),
+    ]  # fmt: skip
     jump = " ".join(["ssh", *options, "-p", str(gateway), "-W", "%h:%p", "nobody@127.0.0.1"])
+    target = f"{ssh.USER}@127.0.0.1"
     return subprocess.run(
-        ["ssh", *options, "-o", f"ProxyCommand={jump}", "-p", str(port), f"{ssh.USER}@127.0.0.1", "id -u"],
+        ["ssh", *options, "-o", f"ProxyCommand={jump}", "-p", str(port), target, "id -u"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 

@@ -8,6 +8,7 @@ import logging
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -44,7 +45,7 @@ def org(build: Builder) -> Organization:
 
 
 def secret_for(
-    build: Builder, org: Organization, role: str = Role.MEMBER, **kw: object
+    build: Builder, org: Organization, role: str = Role.MEMBER, **kw: Any
 ) -> tuple[User, str]:
     member = build.member(org, role, **kw)
     return member.user, build.key(org, member.user)[1]
@@ -102,7 +103,7 @@ def test_bad_keys_are_400_on_public_key_and_nothing_is_written(
     text = make(tmp_path)  # type: ignore[operator]
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM events_event")
-        (events_before,) = cursor.fetchone()  # type: ignore[misc]
+        (events_before,) = cursor.fetchone()
 
     with caplog.at_level(logging.DEBUG):
         response = client_with_key(secret).post(
