@@ -122,7 +122,8 @@ class Launcher:
             raise StartFailed(f"ssh: {problem}")
         held = [p for r in self.state.records() if r.phase != ENDED for p in r.host_ports]
         held += [r.ssh_port for r in self.state.records() if r.phase != ENDED and r.ssh_port]
-        port = ssh.free_port(self.config.port_range, [*held, *assignment.ports])
+        listen = self.config.publish_address
+        port = ssh.free_port(self.config.port_range, [*held, *assignment.ports], listen)
         if port is None:
             raise StartFailed(f"ssh: no free port in this node's range {self.config.port_range}")
         record.ssh_port = port
@@ -132,7 +133,7 @@ class Launcher:
             directory,
             uid=record.uid,
             port=port,
-            listen=self.config.publish_address,
+            listen=listen,
             home=launch.work_dir,
             env=launch.env,
             keys=assignment.ssh_keys,

@@ -332,6 +332,8 @@ class Agent:
             gpus=assignment.gpus,
             stop_grace_s=self.config.stop_grace_s if grace is None else grace,
             ports=assignment.ports,
+            idle_stop_s=assignment.idle_stop_s,
+            idle_gpu_pct=assignment.idle_gpu_pct,
             last_seq=assignment.last_seq,
             container=container_name(assignment.id) if container else "",
         )
@@ -407,10 +409,29 @@ class Agent:
                     self.runtime.kill(record)
                     if record.uid is not None:
                         users.kill_all(record.uid)
+            if alive and record.phase == RUNNING and record.idle_stop_s is not None:
+                self._idle_check(record)
             if record.phase == LAUNCHED:
                 self._watch_launch(record, alive)
             if record.phase == RUNNING and not alive:
                 self._ended(record)
+
+    def _idle_check(self, record: RunRecord) -> None:
+        """A dev environment unused for its idle stop is stopped, and ends as it should."""
+        if record.stop_requested_at is not None:
+            return
+        since = record.idle_since
+        utilisation = {gpu.index: gpu.utilization_pct for gpu in self.gpus.read()}
+        if ssh.idle_step(record, utilisation, time.time()):
+            log.info(
+                "%s: no SSH session nor GPU use for %s s: stopping",
+                record.assignment_id,
+                record.idle_stop_s,
+            )
+            record.idle_stopped = True
+            self._stop(record)
+        elif record.idle_since != since:
+            self.state.save(record)
 
     def _watch_launch(self, record: RunRecord, alive: bool) -> None:
         ident = record.assignment_id
@@ -431,6 +452,7 @@ class Agent:
             return
         ready = read_json(self.state.ready_path(ident))
         if ready is not None:
+            record.sshd_pid = ready.get("sshd_pid")
             joined = ready.get("cgroup") or {} if record.cgroups else {}
             # The shim's note when it could not join them, else what they hold the run to.
             note = record.cgroup_note if joined.get("applied") else joined.get("note")
@@ -485,6 +507,9 @@ class Agent:
         else:
             code, signum = None, None
             message = "lost: the run's shim ended without recording how the run ended"
+        if record.idle_stopped and not oom:  # stopped as idle, as asked (issue 32)
+            code, signum = 0, None
+            message = f"idle stop: no SSH session nor GPU use for {record.idle_stop_s} s"
         record.exit = {"exit_code": code, "signal": signum, "oom": oom, "message": message}
         record.exit["at"] = status.get("at") or _now()
         record.phase = EXITING

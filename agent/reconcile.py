@@ -34,6 +34,8 @@ class Assignment:
     stop_grace_s: float | None = None
     last_seq: int = 0
     ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else its authorized_keys
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
+    idle_gpu_pct: float = 0.0  # a GPU below this utilisation is not in use
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -68,6 +70,7 @@ class Assignment:
         env: dict[str, str],
         grace: Any,
     ) -> Assignment:
+        idle = data.get("idle_stop")
         return cls(
             id=ident,
             desired=desired,
@@ -83,6 +86,8 @@ class Assignment:
             stop_grace_s=None if grace is None else float(grace),
             last_seq=int(data.get("last_seq") or 0),
             ssh_keys=_ssh_keys(data.get("ssh")),
+            idle_stop_s=float(idle["after_s"]) if idle else None,
+            idle_gpu_pct=float(idle["gpu_below_pct"]) if idle else 0.0,
         )
 
 

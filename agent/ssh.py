@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from agent.state import write_atomic
+from agent.state import RunRecord, write_atomic
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "/usr/bin/ssh-keygen"
@@ -42,9 +43,21 @@ def nss_wrapper() -> str | None:
     return next((path for path in NSS_WRAPPER if Path(path).exists()), None)
 
 
-def free_port(span: range, held: Iterable[int]) -> int | None:
+def free_port(span: range, held: Iterable[int], listen: str = "") -> int | None:
+    """The first port of ``span`` no run holds and nothing on the host listens on."""
     taken = set(held)
-    return next((port for port in span if port not in taken), None)
+    return next((p for p in span if p not in taken and _bindable(listen, p)), None)
+
+
+def _bindable(listen: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in listen else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((listen, port))
+        except OSError:
+            return False
+    return True
 
 
 def _quoted(name: str, value: str) -> str | None:
@@ -146,6 +159,20 @@ def sessions(sshd_pid: int, proc: Path = Path("/proc")) -> int:
         if int(stat.rpartition(")")[2].split()[1]) == sshd_pid:
             count += 1
     return count
+
+
+def idle_step(record: RunRecord, utilisation: Mapping[int, float], now: float) -> bool:
+    """Advance the run's idle clock (a dev environment's): unused while it has no SSH
+    connection and none of its GPUs is at or above its threshold. Whether it has been unused
+    for its whole idle stop."""
+    connected = record.sshd_pid is not None and sessions(record.sshd_pid) > 0
+    computing = any(utilisation.get(i, 0.0) >= record.idle_gpu_pct for i in record.gpus)
+    if connected or computing or record.idle_stop_s is None:
+        record.idle_since = None
+        return False
+    if record.idle_since is None:
+        record.idle_since = now
+    return now - record.idle_since >= record.idle_stop_s
 
 
 def remove(directory: Path) -> None:

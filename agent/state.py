@@ -93,6 +93,11 @@ class RunRecord:
     uid: int | None = None  # the run's own user, held until the run has ended
     host_ports: list[int] = field(default_factory=list)  # a container's published ports
     ssh_port: int | None = None  # issue 32: the run's sshd's port, from --port-range
+    sshd_pid: int | None = None  # its pid (its children are the SSH connections)
+    idle_stop_s: float | None = None  # a dev environment's idle stop, and its GPU threshold
+    idle_gpu_pct: float = 0.0
+    idle_since: float | None = None  # wall clock: unused (no session, no GPU use) since
+    idle_stopped: bool = False  # the agent stopped it as idle: it ended as it should
     last_seq: int = 0  # the last report seq used for this assignment
     log_offset: int = 0  # the next output byte the control plane wants
     log_dropped_sent: int = 0  # the dropped-bytes total last acknowledged

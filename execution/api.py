@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.conf import settings
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -102,7 +103,16 @@ def _listed(listed: Listed) -> dict[str, Any]:
         "last_seq": assignment.last_seq,
         # issue 32: the run's sshd and the keys it takes (absent: no SSH)
         **({} if listed.ssh_keys is None else {"ssh": {"authorized_keys": listed.ssh_keys}}),
+        **_idle_stop(workload),
     }
+
+
+def _idle_stop(workload: Workload) -> dict[str, Any]:
+    """A dev environment's idle stop, for its agent to apply (issue 32)."""
+    if workload.idle_stop_s is None:
+        return {}
+    pct = settings.GPU_IDLE_THRESHOLD_PCT
+    return {"idle_stop": {"after_s": workload.idle_stop_s, "gpu_below_pct": pct}}
 
 
 class NodeReportsView(NodeAgentView):

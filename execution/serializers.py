@@ -54,6 +54,11 @@ class SshAccessSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
 
 
+class IdleStopSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    after_s = serializers.FloatField(help_text="without SSH sessions nor GPU use this long")
+    gpu_below_pct = serializers.FloatField(help_text="a GPU under this utilisation is unused")
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -73,6 +78,7 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
     ssh = SshAccessSerializer(required=False, help_text="present when the run takes SSH")
+    idle_stop = IdleStopSerializer(required=False, help_text="a dev environment's idle stop")
 
 
 class AssignmentsListingSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -97,6 +97,7 @@ class WorkloadSubmitted(DomainEvent):
     working_dir: str | None = None
     ports: list[int] = []
     ssh: bool = False  # issue 32: an sshd beside the run (older events: none)
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None

@@ -156,6 +156,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "ports",
             "ssh",
             "ssh_commands",
+            "idle_stop_s",
             "endpoints",
             "runs",
             "failures",
@@ -290,6 +291,12 @@ class WorkloadCreateSerializer(ProgramFields):
         required=False,
         default=False,
         help_text="run an sshd beside it for the project's members' SSH keys",
+    )
+    idle_stop_s = StrictFloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="dev: stopped after this long without SSH sessions or GPU use",
     )
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     name = StrictCharField(max_length=128)
@@ -492,5 +499,6 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
         ssh=data.get("ssh", False),
+        idle_stop_s=data.get("idle_stop_s"),
         **program(data),
     )

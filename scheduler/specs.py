@@ -63,6 +63,7 @@ MAX_IMAGE_NAME = 255  # the grammar's bound on the name part
 class WorkloadKind(enum.StrEnum):
     JOB = "job"  # runs to completion; retried by ``retry_limit``
     SERVICE = "service"  # runs until cancelled; restarted by ``restart_policy``
+    DEV = "dev"  # a dev environment (issue 32): SSH always, until stopped or idle
 
 
 class RestartPolicy(enum.StrEnum):
@@ -112,6 +113,7 @@ class WorkloadSpec:
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
     # SSH (issue 32): the agent runs an sshd for the run, open to its project's members' keys.
     ssh: bool = False
+    idle_stop_s: float | None = None  # a dev environment's; None: DEV_IDLE_STOP_S
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")

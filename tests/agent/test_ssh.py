@@ -19,6 +19,7 @@ from tests.agent.fake_control_plane import FakeControlPlane
 
 StartAgent = Callable[..., AgentProcess]
 UIDS = range(4_000_000, 4_100_000)
+PORTS = ("--port-range", "34100-34199")  # apart from other tests' runs on this machine
 
 pytestmark = [
     pytest.mark.skipif(not users.isolating(), reason="runs get uids of their own only as root"),
@@ -80,7 +81,7 @@ def test_a_login_lands_in_the_run_with_its_gpus_env_and_uid_and_only_listed_keys
     gpu_files: Path,
     keys: dict[str, tuple[Path, str]],
 ) -> None:
-    start_agent("--fake-gpu-device-files", f"{gpu_files}/gpu{{index}}")
+    start_agent(*PORTS, "--fake-gpu-device-files", f"{gpu_files}/gpu{{index}}")
     plane.assign(
         "s",
         argv=["sleep", "600"],
@@ -123,7 +124,7 @@ def run_uid(plane: FakeControlPlane, ident: str) -> int:
 def test_a_key_removed_stops_opening_the_run_and_one_added_opens_it(
     plane: FakeControlPlane, start_agent: StartAgent, keys: dict[str, tuple[Path, str]]
 ) -> None:
-    start_agent()
+    start_agent(*PORTS)
     plane.assign("s", argv=["sleep", "600"], ssh={"authorized_keys": [keys["mine"][1]]})
     port = ssh_port(plane, "s")
     assert login(keys["mine"][0], port, "true").returncode == 0
@@ -137,7 +138,7 @@ def test_a_key_removed_stops_opening_the_run_and_one_added_opens_it(
 def test_the_sshd_ends_with_the_run(
     plane: FakeControlPlane, start_agent: StartAgent, keys: dict[str, tuple[Path, str]]
 ) -> None:
-    start_agent()
+    start_agent(*PORTS)
     plane.assign("s", argv=["sleep", "600"], ssh={"authorized_keys": [keys["mine"][1]]})
     port = ssh_port(plane, "s")
 
@@ -145,3 +146,29 @@ def test_the_sshd_ends_with_the_run(
     plane.wait_for(lambda: plane.ended("s"), timeout=30)
 
     assert login(keys["mine"][0], port, "true").returncode == 255
+
+
+def test_an_idle_dev_environment_stops_after_its_idle_time_but_not_while_someone_is_in(
+    plane: FakeControlPlane, start_agent: StartAgent, keys: dict[str, tuple[Path, str]]
+) -> None:
+    start_agent(*PORTS)  # fake GPUs: 0 % used, so only the SSH session keeps it busy
+    plane.assign(
+        "dev",
+        argv=["sleep", "infinity"],
+        gpus=[{"index": 0, "uuid": "x"}],
+        ssh={"authorized_keys": [keys["mine"][1]]},
+        idle_stop={"after_s": 2, "gpu_below_pct": 5},
+    )
+    port = ssh_port(plane, "dev")
+
+    session = login(keys["mine"][0], port, "sleep 5; echo still-here")
+    ended_during_session = plane.ended("dev")
+    plane.wait_for(lambda: plane.ended("dev"), timeout=30)
+
+    assert session.returncode == 0, session.stderr
+    assert session.stdout.strip() == "still-here"
+    assert not ended_during_session
+    (exited,) = plane.reports("dev", "exited")
+    assert exited["exit_code"] == 0
+    assert exited["signal"] is None
+    assert exited["message"] == "idle stop: no SSH session nor GPU use for 2.0 s"
