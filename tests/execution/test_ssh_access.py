@@ -138,3 +138,49 @@ def test_the_jump_host_lets_a_key_forward_only_to_the_sshds_of_its_own_runs(
     assert globex_address not in answer
     assert jump_answer(theirs).startswith(f'restrict,port-forwarding,permitopen="{globex_address}"')
     assert jump_answer(unknown) == ""
+
+
+def test_a_dev_environment_takes_ssh_keeps_alive_and_is_listed_with_its_idle_stop(
+    agents: list[Agent], acme: Customer, settings: Any
+) -> None:
+    settings.DEV_IDLE_STOP_S = 900
+    response = acme.client.post(
+        "/api/v1/workloads",
+        {"project": str(acme.project.pk), "name": "box", "kind": "dev", "gpu_models": ["h100"]},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    agent, assignment = holder(agents)
+
+    assert response.json()["ssh"] is True
+    assert response.json()["idle_stop_s"] == 900
+    assert assignment["argv"] == ["sleep", "infinity"]
+    assert assignment["ssh"] == {"authorized_keys": []}
+    assert assignment["idle_stop"] == {
+        "after_s": 900.0,
+        "gpu_below_pct": settings.GPU_IDLE_THRESHOLD_PCT,
+    }
+    agent.report(assignment["id"], "started", pid=1)
+    agent.report(assignment["id"], "exited", exit_code=0, message="idle stop: …")
+    assert Workload.objects.get(pk=response.json()["id"]).status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"kind": "job", "command": ["true"], "idle_stop_s": 60}, "idle_stop_s"),
+        ({"kind": "dev", "idle_stop_s": 0}, "idle_stop_s"),
+        ({"kind": "dev", "ssh": "yes"}, "ssh"),
+    ],
+    ids=["idle-stop-on-a-job", "idle-stop-zero", "ssh-not-a-boolean"],
+)
+def test_bad_dev_and_ssh_fields_are_400_and_nothing_is_submitted(
+    agents: list[Agent], acme: Customer, fields: dict[str, Any], field: str
+) -> None:
+    body = {"project": str(acme.project.pk), "name": "x", "gpu_models": ["h100"], **fields}
+
+    response = acme.client.post("/api/v1/workloads", body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["fields"]) == [field]
+    assert not Workload.objects.exists()
