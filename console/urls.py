@@ -1,6 +1,7 @@
 from django.urls import path
 
 from console.views import (
+    account,
     auth,
     billing,
     capacity,
@@ -44,4 +45,5 @@ urlpatterns = [
     *billing.urlpatterns,
     *operator.urlpatterns,
     *operator_capacity.urlpatterns,
+    *account.urlpatterns,  # issue 32: the user's SSH keys
 ]
