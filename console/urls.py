@@ -5,6 +5,7 @@ from console.views import (
     auth,
     billing,
     capacity,
+    dev,
     home,
     joining,
     operator,
@@ -46,4 +47,5 @@ urlpatterns = [
     *operator.urlpatterns,
     *operator_capacity.urlpatterns,
     *account.urlpatterns,  # issue 32: the user's SSH keys
+    *dev.urlpatterns,  # issue 32: start a GPU dev environment
 ]

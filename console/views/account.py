@@ -33,7 +33,7 @@ def ssh_keys(request: ConsoleRequest) -> HttpResponse:
         return _page(request)
     form = SshKeyForm(request.POST)
     if not form.is_valid():
-        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        problems = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
         return _page(request, problems, status=400)
     try:
         key = atomic_with_retry(

@@ -109,6 +109,7 @@ def _member_pages(world: World) -> list[str]:
         "/billing/card",
         "/billing/budgets",
         "/account/ssh-keys",
+        "/workloads/new-dev",
     ]
 
 
