@@ -11,6 +11,7 @@ SUITE_MODULES = (
     "estimates",
     "estimates_api",
     "execution",
+    "interactive",  # issue 32
     "invoicing",
     "kueue_engine",
     "longpoll",
