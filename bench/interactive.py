@@ -71,11 +71,12 @@ def _until(done: Any, what: str) -> Any:
 
 def _job_to_running(port: int, seed: Seed, n: int) -> float:
     ident, sent = _submit(port, seed, f"job-{n}", command=["sleep", "600"])
-    started = _until(
+    started: Assignment = _until(
         lambda: Assignment.objects.filter(workload_id=ident, started_at__isnull=False).first(),
         "the job's start",
     )
     _call(port, seed, "POST", f"/api/v1/workloads/{ident}/cancel")
+    assert started.started_at is not None  # noqa: S101 - filtered so above
     return (started.started_at.timestamp() - sent) * 1000
 
 
