@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import cgroups, devices, processes, shares, users, volumes
+from agent import cgroups, devices, processes, shares, ssh, users, volumes
 from agent.cgroups import Cgroups, Limits
 from agent.config import Config
 from agent.gpus import Gpus
@@ -104,7 +104,10 @@ class Launcher:
             status_file=self.state.status_path(assignment.id),
             ready_file=self.state.ready_path(assignment.id),
             cgroups=record.cgroups,
-            options=self.runtime.shim_options(launch, env_file),
+            options=[
+                *self.runtime.shim_options(launch, env_file),
+                *self._ssh(record, assignment, launch),
+            ],
             output_cap=self.config.log_max_bytes,
             command=command,
         )
@@ -118,6 +121,38 @@ class Launcher:
         except OSError as error:
             raise StartFailed(f"cannot start the run: {error}") from None
         return Started(pid=pid, command=command)
+
+    def _ssh(self, record: RunRecord, assignment: Assignment, launch: Launch) -> list[str]:
+        """The run's sshd (issue 32): a port of the node's range, its files, and what the shim
+        needs to start it. A process run only: a container's would run inside it."""
+        if assignment.ssh_keys is None:
+            return []
+        if self.container:
+            raise StartFailed(f"ssh: not offered by the {self.runtime.name} runtime yet")
+        problem = ssh.available()
+        if problem:
+            raise StartFailed(f"ssh: {problem}")
+        held = [p for r in self.state.records() if r.phase != ENDED for p in r.host_ports]
+        held += [r.ssh_port for r in self.state.records() if r.phase != ENDED and r.ssh_port]
+        listen = self.config.publish_address
+        port = ssh.free_port(self.config.port_range, [*held, *assignment.ports], listen)
+        if port is None:
+            raise StartFailed(f"ssh: no free port in this node's range {self.config.port_range}")
+        record.ssh_port = port
+        self.state.save(record)
+        directory = self.state.ssh_dir(assignment.id)
+        left_out = ssh.prepare(
+            directory,
+            uid=record.uid,
+            port=port,
+            listen=listen,
+            home=launch.work_dir,
+            env=launch.env,
+            keys=assignment.ssh_keys,
+        )
+        if left_out:
+            log.warning("%s: variables a login does not get: %s", assignment.id, left_out)
+        return ssh.shim_options(directory)
 
     def _uid(self, record: RunRecord) -> int:
         held = {
@@ -222,3 +257,4 @@ class Launcher:
                 shutil.rmtree(work, ignore_errors=True)
         if record.cgroups:
             cgroups.remove([Path(path) for path in record.cgroups])
+        ssh.remove(self.state.ssh_dir(ident))

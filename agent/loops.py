@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, notices, processes, users
+from agent import VERSION, cgroups, fencing, logs, notices, processes, ssh, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -282,7 +282,18 @@ class Agent:
                 if self.stopping.is_set() or self.unauthorized.is_set():
                     break
                 self._start(assignment)
+            self._ssh_keys(assignments, records)
         return plan
+
+    def _ssh_keys(self, assignments: list[Assignment], records: dict[str, RunRecord]) -> None:
+        """Each running run's ``authorized_keys`` as listed now (issue 32): a key added or
+        removed, or a member gone, takes effect at the next login."""
+        for assignment in assignments:
+            record = records.get(assignment.id)
+            if assignment.ssh_keys is None or record is None or not record.ssh_port:
+                continue
+            if record.phase in (LAUNCHED, RUNNING):
+                ssh.keys_write(self.state.ssh_dir(assignment.id), assignment.ssh_keys)
 
     def _fence(self) -> None:
         """Self-fencing (``agent.fencing``): stop every run; start nothing until heard."""
@@ -338,6 +349,8 @@ class Agent:
             gpus=assignment.gpus,
             stop_grace_s=self.config.stop_grace_s if grace is None else grace,
             ports=assignment.ports,
+            idle_stop_s=assignment.idle_stop_s,
+            idle_gpu_pct=assignment.idle_gpu_pct,
             last_seq=assignment.last_seq,
             container=container_name(assignment.id) if container else "",
         )
@@ -413,10 +426,29 @@ class Agent:
                     self.runtime.kill(record)
                     if record.uid is not None:
                         users.kill_all(record.uid)
+            if alive and record.phase == RUNNING and record.idle_stop_s is not None:
+                self._idle_check(record)
             if record.phase == LAUNCHED:
                 self._watch_launch(record, alive)
             if record.phase == RUNNING and not alive:
                 self._ended(record)
+
+    def _idle_check(self, record: RunRecord) -> None:
+        """A dev environment unused for its idle stop is stopped, and ends as it should."""
+        if record.stop_requested_at is not None:
+            return
+        since = record.idle_since
+        utilisation = {gpu.index: gpu.utilization_pct for gpu in self.gpus.read()}
+        if ssh.idle_step(record, utilisation, time.time()):
+            log.info(
+                "%s: no SSH session nor GPU use for %s s: stopping",
+                record.assignment_id,
+                record.idle_stop_s,
+            )
+            record.idle_stopped = True
+            self._stop(record)
+        elif record.idle_since != since:
+            self.state.save(record)
 
     def _watch_launch(self, record: RunRecord, alive: bool) -> None:
         ident = record.assignment_id
@@ -437,6 +469,7 @@ class Agent:
             return
         ready = read_json(self.state.ready_path(ident))
         if ready is not None:
+            record.sshd_pid = ready.get("sshd_pid")
             joined = ready.get("cgroup") or {} if record.cgroups else {}
             # The shim's note when it could not join them, else what they hold the run to.
             note = record.cgroup_note if joined.get("applied") else joined.get("note")
@@ -457,14 +490,18 @@ class Agent:
             cgroups=cgroups_report,
         )
         log.info("started %s: pid %s", record.assignment_id, record.pid)
-        if record.ports:
+        ssh_endpoint = []
+        if record.ssh_port:  # issue 32: the run's sshd
+            at = f"{self.config.advertise_address}:{record.ssh_port}"
+            ssh_endpoint = [{"port": record.ssh_port, "address": at, "kind": "ssh"}]
+        if record.ports or ssh_endpoint:
             address = self.config.advertise_address
             published = record.host_ports or record.ports  # a process listens on its own
             ports = [
                 {"port": port, "address": f"{address}:{host_port}"}
                 for port, host_port in zip(record.ports, published, strict=True)
             ]
-            self.state.enqueue(record, "ports", at=_now(), ports=ports)
+            self.state.enqueue(record, "ports", at=_now(), ports=[*ports, *ssh_endpoint])
 
     def _ended(self, record: RunRecord) -> None:
         """The shim is gone: how the run ended, from its status file (or the lack of one).
@@ -487,6 +524,9 @@ class Agent:
         else:
             code, signum = None, None
             message = "lost: the run's shim ended without recording how the run ended"
+        if record.idle_stopped and not oom:  # stopped as idle, as asked (issue 32)
+            code, signum = 0, None
+            message = f"idle stop: no SSH session nor GPU use for {record.idle_stop_s} s"
         record.exit = {"exit_code": code, "signal": signum, "oom": oom, "message": message}
         record.exit["at"] = status.get("at") or _now()
         record.phase = EXITING

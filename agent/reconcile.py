@@ -39,6 +39,9 @@ class Assignment:
     notice: Notice | None = None
     restarts: int = 0
     volumes: list[VolumeMount] = field(default_factory=list)
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else its authorized_keys
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
+    idle_gpu_pct: float = 0.0  # a GPU below this utilisation is not in use
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -73,6 +76,7 @@ class Assignment:
         env: dict[str, str],
         grace: Any,
     ) -> Assignment:
+        idle = data.get("idle_stop")
         return cls(
             id=ident,
             desired=desired,
@@ -90,7 +94,19 @@ class Assignment:
             notice=Notice.parse(data.get("notice")),
             restarts=int(data.get("restarts") or 0),
             volumes=[VolumeMount.parse(v) for v in data.get("volumes") or []],
+            ssh_keys=_ssh_keys(data.get("ssh")),
+            idle_stop_s=float(idle["after_s"]) if idle else None,
+            idle_gpu_pct=float(idle["gpu_below_pct"]) if idle else 0.0,
         )
+
+
+def _ssh_keys(ssh: Any) -> list[str] | None:
+    if ssh is None:
+        return None
+    keys = ssh["authorized_keys"]
+    if not (isinstance(keys, list) and all(isinstance(k, str) and "\n" not in k for k in keys)):
+        raise ValueError("ssh.authorized_keys: not a list of one-line strings")
+    return list(keys)
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,30 @@ def _outlive_stop(signum: int, frame: object) -> None:
     """SIGTERM to the group is for the command: the shim stays to write down its end."""
 
 
+def _sshd(args: argparse.Namespace, user: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+    """The run's sshd (issue 32), in the shim's cgroups and process group, as the run's user:
+    ``nss_wrapper`` names that uid to it (no passwd entry on the host), its log beside its
+    config. It ends with the command."""
+    if not args.sshd_config:
+        return None
+    directory = Path(args.sshd_config).parent
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "LD_PRELOAD": args.sshd_preload,
+        "NSS_WRAPPER_PASSWD": str(directory / "passwd"),
+        "NSS_WRAPPER_GROUP": str(directory / "group"),
+    }
+    return subprocess.Popen(  # noqa: S603 - the distribution's sshd, fixed arguments
+        ["/usr/sbin/sshd", "-D", "-f", args.sshd_config, "-E", str(directory / "sshd.log")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=(lambda: _confine(args.nproc)) if user else None,
+        **user,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.shim")
     parser.add_argument("--status-file", required=True, type=Path)
@@ -171,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-cap", type=int, default=0)
     parser.add_argument("--mount", nargs=3, action="append", default=[])  # HOST PATH ro|rw
     parser.add_argument("--group", type=int, action="append", default=[])
+    parser.add_argument("--sshd-config", default="")  # issue 32: the run's own sshd
+    parser.add_argument("--sshd-preload", default="")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -185,10 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         # With volumes, 007: the volume's group (its project's runs) may use what it writes.
         umask = 0o007 if args.mount else 0o077
         user = {"user": args.uid, "group": args.uid, "extra_groups": args.group, "umask": umask}
+    sshd = None
     try:
         env = _read_env(args.env_file)
-        if args.mount:
+        if args.mount:  # before the sshd: its logins see the run's volumes too
             _mount_volumes(args.mount)
+        sshd = _sshd(args, user)
         child = subprocess.Popen(  # noqa: S603 - the run
             command,
             stdin=subprocess.DEVNULL,
@@ -200,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             **user,
         )
     except (OSError, ValueError, subprocess.SubprocessError) as error:
+        if sshd is not None:
+            sshd.kill()
         message = f"cannot start {command[:1]}: {error}"
         print(f"neocloud shim: {message}", file=sys.stderr, flush=True)
         _write_atomic(args.status_file, {"error": message, "at": _now()})
@@ -210,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(),
             "start_time": _start_time(os.getpid()),
             "child_pid": child.pid,
+            "sshd_pid": sshd.pid if sshd else None,
             "cgroup": cgroup,
             "at": _now(),
         },
@@ -217,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     os.close(writer)
     _Relay(reader, args.output_cap).drain(child)
     code = child.wait()
+    if sshd is not None:
+        sshd.terminate()
+        sshd.wait()
     ending = (
         {"exit_code": code, "signal": None} if code >= 0 else {"exit_code": None, "signal": -code}
     )

@@ -12,6 +12,7 @@ SUITE_MODULES = (
     "estimates_api",
     "execution",
     "gateway",  # web ports through Caddy (issue 32)
+    "interactive",  # issue 32
     "invoicing",
     "kueue_engine",
     "longpoll",

@@ -12,6 +12,7 @@ class OfferingKind(models.TextChoices):
     TRAINING = "training"  # a job: gpus_per_node x nodes, optionally a gang, capped runtime
     INFERENCE = "inference"  # a service of replicas, whole GPUs or a share of one
     RESERVED = "reserved"  # GPUs of one model held for a time window
+    DEV = "dev"  # a dev environment on one node: SSH, until stopped or idle (issue 32)
 
 
 class Offering(models.Model):

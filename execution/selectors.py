@@ -35,6 +35,33 @@ MASTER_PORT_BASE = 20_000
 MASTER_PORT_SPAN = 20_000  # 20000-39999
 
 
+# --- the jump host (issue 32) ----------------------------------------------------------------
+
+
+def ssh_jump_permits(*, key_type: str, key_base64: str) -> str | None:
+    """The gateway sshd's ``AuthorizedKeysCommand`` answer for one offered key: the key, may
+    only forward to the sshd endpoints of the running workloads it may log in to
+    (``restrict,port-forwarding,permitopen=...``); None where it reaches none (refused)."""
+    projects = tenancy.ssh_key_projects(public_key=f"{key_type} {key_base64}")
+    if not projects:
+        return None
+    endpoints = Workload.objects.filter(
+        project_id__in=projects, ssh=True, status=WorkloadStatus.RUNNING
+    ).values_list("endpoints", flat=True)
+    opens = sorted(
+        {
+            str(endpoint["address"])
+            for listed in endpoints
+            for endpoint in listed
+            if endpoint.get("kind") == "ssh"
+        }
+    )
+    if not opens:
+        return None
+    permits = ",".join(f'permitopen="{address}"' for address in opens)
+    return f"restrict,port-forwarding,{permits} {key_type} {key_base64}"
+
+
 # --- what a node runs ------------------------------------------------------------------------
 
 
@@ -61,16 +88,41 @@ def node_runs_left(node: Node) -> list[Assignment]:
     return [a for a, state in node_desired(node) if state == STOP]
 
 
-def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
-    """The listing's version: a digest of its (id, desired) pairs."""
+def desired_version(
+    desired: Sequence[tuple[Assignment, str]], ssh_keys: dict[uuid.UUID, list[str]] | None = None
+) -> str:
+    """The listing's version: a digest of its (id, desired) pairs and their notices, and of the
+    SSH keys each run taking SSH authorizes (so a key added or removed, or a member gone, is
+    news)."""
     now = timezone.now()
     text = ";".join(f"{a.pk}={state}{_notice_mark(a, state, now)}" for a, state in desired)
+    for assignment_id, keys in sorted((ssh_keys or {}).items()):
+        text += f";{assignment_id}:" + ",".join(keys)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def ssh_keys_of(desired: Sequence[tuple[Assignment, str]]) -> dict[uuid.UUID, list[str]]:
+    """Per assignment to run whose workload takes SSH (issue 32), the ``authorized_keys``
+    lines of its project's members (``<type> <base64> <fingerprint>``)."""
+    wanted = [a.pk for a, state in desired if state == RUN]
+    rows = Workload.objects.filter(
+        pk__in=[a.workload_id for a, state in desired if state == RUN], ssh=True
+    ).values_list("pk", "project_id")
+    projects = dict(rows)
+    if not projects:
+        return {}
+    keys = tenancy.ssh_keys_authorized(project_ids=set(projects.values()))
+    return {
+        a.pk: [f"{k.public_key} {k.fingerprint}" for k in keys[projects[a.workload_id]]]
+        for a, _ in desired
+        if a.pk in wanted and a.workload_id in projects
+    }
 
 
 def node_desired_version(node: Node) -> str:
     """The version of the node's listing as it is now."""
-    return desired_version(node_desired(node))
+    desired = node_desired(node)
+    return desired_version(desired, ssh_keys_of(desired))
 
 
 @dataclass(frozen=True)
@@ -87,12 +139,14 @@ class Listed:
     volumes: list[dict[str, Any]]
     notice: Notice | None = None
     restarts: int = 0
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else authorized_keys lines
 
 
 def node_assignments(node: Node) -> tuple[str, list[Listed]]:
     """The node's listing and its version. The environment holds the secrets' values of the
     assignments to run: this answer is the only place they leave the control plane."""
     desired = node_desired(node)
+    ssh_keys = ssh_keys_of(desired)
     rows = [a for a, _ in desired]
     workloads = Workload.objects.in_bulk({a.workload_id for a in rows})
     allocations = Allocation.objects.in_bulk({a.allocation_id for a in rows})
@@ -136,9 +190,10 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
                 notice=notice_of(assignment, state, now),
                 restarts=restarts.get(assignment.pk, 0),
                 volumes=mounts.get(workload.pk, []),
+                ssh_keys=ssh_keys.get(assignment.pk),
             )
         )
-    return desired_version(desired), listed
+    return desired_version(desired, ssh_keys), listed
 
 
 def _env(

@@ -28,6 +28,7 @@ MAX_CHUNKS = 1024
 MAX_OFFSET = 1 << 62
 MAX_PID = (1 << 31) - 1
 REPORT_KINDS = ("started", "start_failed", "exited", "ports")
+ENDPOINT_KINDS = ("port", "ssh")  # "ssh": the run's sshd (issue 32)
 
 
 # --- the agent's side ------------------------------------------------------------------------
@@ -64,6 +65,17 @@ class ListedVolumeSerializer(serializers.Serializer):  # type: ignore[type-arg]
     read_only = serializers.BooleanField()  # type: ignore[assignment]  # a field, not the flag
 
 
+class SshAccessSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    authorized_keys = serializers.ListField(
+        child=serializers.CharField(), help_text="authorized_keys lines of the project's members"
+    )
+
+
+class IdleStopSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    after_s = serializers.FloatField(help_text="without SSH sessions nor GPU use this long")
+    gpu_below_pct = serializers.FloatField(help_text="a GPU under this utilisation is unused")
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -85,6 +97,8 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     last_seq = serializers.IntegerField()
     notice = ListedNoticeSerializer(allow_null=True)
     restarts = serializers.IntegerField(help_text="Runs of the workload before this one.")
+    ssh = SshAccessSerializer(required=False, help_text="present when the run takes SSH")
+    idle_stop = IdleStopSerializer(required=False, help_text="a dev environment's idle stop")
 
 
 class AssignmentsListingSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -107,6 +121,7 @@ class CgroupsSerializer(StrictObjectSerializer):
 class ReportedPortSerializer(serializers.Serializer):  # type: ignore[type-arg]
     port = StrictIntegerField(min_value=1, max_value=65535)
     address = StrictCharField(max_length=300)
+    kind = StrictChoiceField(choices=ENDPOINT_KINDS, required=False, default="port")
 
 
 class ReportSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -309,6 +309,14 @@ GPU_IDLE_THRESHOLD_PCT = float(os.environ.get("GPU_IDLE_THRESHOLD_PCT", "5"))
 GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
 
 # --- Execution (PROVISIONING_DRIVER=agent: node agents run the work) ------------------------
+
+# SSH into runs (issue 32). The jump host users go through to nodes on a private network
+# (``user@host[:port]``, shown in each run's ``ssh -J`` command); empty: nodes are reached
+# directly at their advertised address.
+SSH_JUMP_HOST = os.environ.get("SSH_JUMP_HOST", "")
+# A dev environment (kind ``dev``) without its own ``idle_stop_s`` is stopped after this long
+# without an SSH session and without GPU use (below GPU_IDLE_THRESHOLD_PCT).
+DEV_IDLE_STOP_S = float(os.environ.get("DEV_IDLE_STOP_S", "3600"))
 # How long an agent waits after SIGTERM before it kills a run it stops.
 AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
 # --- Preemption with notice (issue 32) ---

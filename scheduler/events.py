@@ -108,6 +108,8 @@ class WorkloadSubmitted(DomainEvent):
     ports: list[int] = []
     volumes: list[VolumeMountData] = []  # the project's volumes its runs mount
     http_ports: list[int] = []  # of ``ports``: served by the web gateway
+    ssh: bool = False  # issue 32: an sshd beside the run (older events: none)
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None
@@ -173,6 +175,7 @@ class EndpointData(BaseModel):
     port: int
     address: str
     node: str
+    kind: str = "port"  # "ssh": the run's sshd (issue 32)
 
 
 @event_type("scheduler.WorkloadEndpointsReported")

@@ -31,7 +31,7 @@ from scheduler import hooks
 from scheduler.engine import Topology
 from scheduler.engine.forecast import Basis
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from scheduler.selectors import WorkloadState, estimate_message
+from scheduler.selectors import WorkloadState, estimate_message, ssh_commands
 from scheduler.specs import (
     MAX_ARG_BYTES,
     MAX_ARGS,
@@ -120,6 +120,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     estimate_basis = serializers.SerializerMethodField()
     estimate_message = serializers.SerializerMethodField()
     estimated_at = serializers.SerializerMethodField()
+    ssh_commands = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -159,6 +160,9 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "ports",
             "volumes",
             "http_ports",
+            "ssh",
+            "ssh_commands",
+            "idle_stop_s",
             "endpoints",
             "runs",
             "failures",
@@ -180,6 +184,10 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def _state(self, workload: Workload) -> WorkloadState:
         states: dict[uuid.UUID, WorkloadState] = self.context["states"]
         return states[workload.pk]
+
+    def get_ssh_commands(self, workload: Workload) -> list[str]:
+        """How to log in to its runs (``ssh: true``), once their agents reported the port."""
+        return ssh_commands(workload)
 
     def get_placement(self, workload: Workload) -> dict[str, Any] | None:
         """The allocation held now: exact nodes and GPU indices."""
@@ -294,6 +302,17 @@ class VolumeMountSerializer(RequestSerializer):
 
 
 class WorkloadCreateSerializer(ProgramFields):
+    ssh = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="run an sshd beside it for the project's members' SSH keys",
+    )
+    idle_stop_s = StrictFloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="dev: stopped after this long without SSH sessions or GPU use",
+    )
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
     http_ports = UniqueListField(
         child=StrictIntegerField(min_value=1, max_value=65535),
@@ -512,6 +531,8 @@ def _spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         region=data.get("region"),
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
+        ssh=data.get("ssh", False),
+        idle_stop_s=data.get("idle_stop_s"),
         **program(data),
         http_ports=tuple(data.get("http_ports") or ()),
     )

@@ -63,6 +63,7 @@ MAX_IMAGE_NAME = 255  # the grammar's bound on the name part
 class WorkloadKind(enum.StrEnum):
     JOB = "job"  # runs to completion; retried by ``retry_limit``
     SERVICE = "service"  # runs until cancelled; restarted by ``restart_policy``
+    DEV = "dev"  # a dev environment (issue 32): SSH always, until stopped or idle
 
 
 class RestartPolicy(enum.StrEnum):
@@ -131,6 +132,9 @@ class WorkloadSpec:
     # Web ports (issue 32): those of ``ports`` the gateway serves at a URL of their own. Not
     # a program field: orders and offerings do not carry it.
     http_ports: tuple[int, ...] = ()
+    # SSH (issue 32): the agent runs an sshd for the run, open to its project's members' keys.
+    ssh: bool = False
+    idle_stop_s: float | None = None  # a dev environment's; None: DEV_IDLE_STOP_S
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")
