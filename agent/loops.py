@@ -4,7 +4,8 @@
   before starts);
 - the watcher notices launches and endings, escalates stops, ships output and sends the
   outbox; it reports ``exited`` only once the run's output is all shipped;
-- the heartbeat loop reports the GPUs and the agent.
+- the heartbeat loop reports the GPUs, the agent and the volumes' usage, which the usage
+  loop measures (agent/usage.py).
 
 Runs never depend on the agent: stopping the agent (or losing the control plane) leaves them
 running, and the state directory lets a restarted agent take them up again.
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, notices, processes, users
+from agent import VERSION, cgroups, fencing, logs, notices, processes, usage, users
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -103,6 +104,7 @@ class Agent:
         self._refused_at = 0.0
         self._seen_alive: set[str] = set()  # runs the watcher saw alive in this process
         self.fence = fencing.Fence(config.fence_after_s)
+        self.volume_usage = usage.VolumeUsage()
 
     # -- the link to the control plane ---------------------------------------------------
 
@@ -156,7 +158,7 @@ class Agent:
     def run(self) -> int:
         """Recover, run the loops until SIGTERM (``stopping``), leave the runs running."""
         self.recover()
-        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop]
+        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop, self._usage_loop]
         for loop in loops:
             threading.Thread(
                 target=self._resilient, args=(loop,), name=loop.__name__, daemon=True
@@ -186,6 +188,17 @@ class Agent:
                 self._fence()
             self.stopping.wait(self.config.heartbeat_s)
 
+    def _usage_loop(self) -> None:
+        while not self.stopping.is_set():
+            mounted = [
+                (volume_id, directory)
+                for record in self.state.records()
+                if record.phase in ACTIVE
+                for volume_id, directory in record.volumes.items()
+            ]
+            self.volume_usage.measure_pass(mounted)
+            self.stopping.wait(self.config.volume_usage_s)
+
     def _heartbeat(self) -> None:
         try:
             answer = self.client.heartbeat(self.heartbeat_body())
@@ -213,6 +226,7 @@ class Agent:
                 "volumes_disk_gb": self.config.volumes_disk_gb,
             },
             "gpus": [gpu.as_report() for gpu in self.gpus.read()],
+            "volumes": self.volume_usage.report(),
         }
 
     def isolation(self) -> str:
