@@ -41,6 +41,7 @@ class Config:
     volumes_disk_gb: int = 0  # disk offered to local volumes (issue 32), reported
     volumes_dir: Path | None = None  # local volumes' directories (None: under state_dir)
     volume_gids: range = range(4_100_000, 4_200_000)  # a group per volume (agent/volumes.py)
+    volume_usage_s: float = 60.0  # how often mounted volumes' usage is measured (agent/usage.py)
 
     @property
     def publish_address(self) -> str:
@@ -112,6 +113,14 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
         "4100000-4199999",
         "the groups volumes get, one each, FIRST-LAST (first half local, second shared);"
         " apart from --run-uids",
+    ),
+    (
+        "--volume-usage-s",
+        "NEOCLOUD_VOLUME_USAGE_S",
+        float,
+        60.0,
+        "seconds between two measures of the usage of the volumes runs mount (reported in the"
+        " heartbeat)",
     ),
     (
         "--fence-after-s",
@@ -212,6 +221,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         volume_gids.start < run_uids.stop and run_uids.start < volume_gids.stop
     ):
         parser.error("--volume-gids must hold 2 gids at least, none of --run-uids")
+    if args.volume_usage_s <= 0:
+        parser.error("--volume-usage-s must be > 0")
     if args.fence_after_s < 0:
         parser.error("--fence-after-s must be >= 0 (0: never)")
     return Config(
@@ -238,4 +249,5 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         volumes_disk_gb=args.volumes_disk_gb,
         volumes_dir=args.volumes_dir or args.state_dir / "volumes",
         volume_gids=volume_gids,
+        volume_usage_s=args.volume_usage_s,
     )

@@ -69,6 +69,7 @@ class Launcher:
         )
         record.host_ports = self._ports(assignment)
         mounted = self._volumes(assignment)
+        record.volumes = {m.id: m.host_dir for m in mounted}  # measured while it runs
         self.state.save(record)
         devices_ = self.gpus.device_ids(assignment.gpus)
         launch = Launch(

@@ -4,7 +4,8 @@
   before starts);
 - the watcher notices launches and endings, escalates stops, ships output and sends the
   outbox; it reports ``exited`` only once the run's output is all shipped;
-- the heartbeat loop reports the GPUs and the agent.
+- the heartbeat loop reports the GPUs, the agent and the volumes' usage, which the usage
+  loop measures (agent/usage.py).
 
 Runs never depend on the agent: stopping the agent (or losing the control plane) leaves them
 running, and the state directory lets a restarted agent take them up again.
@@ -21,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, notices, processes, ssh, users
+from agent import VERSION, cgroups, fencing, logs, notices, processes, ssh, usage, users
+from agent.backoff import UNAUTHORIZED_RETRY_S, Backoff
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -44,36 +46,12 @@ from agent.state import (
 log = logging.getLogger(__name__)
 
 WATCH_S = 0.2
-UNAUTHORIZED_RETRY_S = 3.0
-BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 5.0
 LOG_REQUESTS_PER_TICK = 8  # per run: 8 MiB a tick at most, so one chatty run starves no other
 REPORT_BATCH = 100
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class Backoff:
-    """When a loop may talk to the control plane again after a failure."""
-
-    def __init__(self) -> None:
-        self.delay = BACKOFF_FIRST_S
-        self.until = 0.0
-
-    def ready(self) -> bool:
-        return time.monotonic() >= self.until
-
-    def failed(self, error: Exception) -> float:
-        delay = UNAUTHORIZED_RETRY_S if isinstance(error, Unauthorized) else self.delay
-        if not isinstance(error, Unauthorized):
-            self.delay = min(self.delay * 2, BACKOFF_MAX_S)
-        self.until = time.monotonic() + delay
-        return delay
-
-    def succeeded(self) -> None:
-        self.delay = BACKOFF_FIRST_S
-        self.until = 0.0
 
 
 class Agent:
@@ -103,6 +81,7 @@ class Agent:
         self._refused_at = 0.0
         self._seen_alive: set[str] = set()  # runs the watcher saw alive in this process
         self.fence = fencing.Fence(config.fence_after_s)
+        self.volume_usage = usage.VolumeUsage()
 
     # -- the link to the control plane ---------------------------------------------------
 
@@ -156,7 +135,7 @@ class Agent:
     def run(self) -> int:
         """Recover, run the loops until SIGTERM (``stopping``), leave the runs running."""
         self.recover()
-        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop]
+        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop, self._usage_loop]
         for loop in loops:
             threading.Thread(
                 target=self._resilient, args=(loop,), name=loop.__name__, daemon=True
@@ -186,6 +165,17 @@ class Agent:
                 self._fence()
             self.stopping.wait(self.config.heartbeat_s)
 
+    def _usage_loop(self) -> None:
+        while not self.stopping.is_set():
+            mounted = [
+                (volume_id, directory)
+                for record in self.state.records()
+                if record.phase in ACTIVE
+                for volume_id, directory in record.volumes.items()
+            ]
+            self.volume_usage.measure_pass(mounted)
+            self.stopping.wait(self.config.volume_usage_s)
+
     def _heartbeat(self) -> None:
         try:
             answer = self.client.heartbeat(self.heartbeat_body())
@@ -213,6 +203,7 @@ class Agent:
                 "volumes_disk_gb": self.config.volumes_disk_gb,
             },
             "gpus": [gpu.as_report() for gpu in self.gpus.read()],
+            "volumes": self.volume_usage.report(),
         }
 
     def isolation(self) -> str:

@@ -106,6 +106,7 @@ class RunRecord:
     killed: bool = False  # the agent sent SIGKILL (an exit without status is then signal 9)
     exit: dict[str, Any] | None = None  # the exited report's fields once known
     work_dir: str = ""  # a process run's working directory on this host (its notice file)
+    volumes: dict[str, str] = field(default_factory=dict)  # volume id: its host directory
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:

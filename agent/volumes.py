@@ -66,6 +66,7 @@ class VolumeMount:
 class Mounted:
     """A volume ready to mount: its directory on this host and its group."""
 
+    id: str
     host_dir: str
     path: str
     read_only: bool
@@ -105,7 +106,7 @@ def prepare(mount: VolumeMount, *, volumes_dir: Path, gids: range) -> Mounted:
         raise VolumeProblem(
             f"volume {mount.id}: {directory} is not root's, mode 2770 with a group in {span}"
         )
-    return Mounted(str(directory), mount.path, mount.read_only, found.st_gid)
+    return Mounted(mount.id, str(directory), mount.path, mount.read_only, found.st_gid)
 
 
 def _create(directory: Path, gid: int) -> None:

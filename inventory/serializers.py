@@ -206,12 +206,19 @@ class AgentReportSerializer(StrictType, serializers.Serializer):  # type: ignore
     )
 
 
+class VolumeUsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.UUIDField()
+    used_bytes = StrictIntegerField(min_value=0, max_value=1 << 62)
+
+
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """A node agent's report. With ``agent`` it is a full report (every GPU of the node),
-    checked against the fleet; without, it may name only some GPUs (older agents)."""
+    checked against the fleet; without, it may name only some GPUs (older agents).
+    ``volumes``: what the volumes its runs mount hold, as it last measured them."""
 
     agent = AgentReportSerializer(required=False, default=None)
     gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)  # type: ignore[call-arg]
+    volumes = VolumeUsageSerializer(many=True, max_length=1024, required=False, default=list)  # type: ignore[call-arg]
 
     def validate_gpus(self, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
         seen: set[int] = set()

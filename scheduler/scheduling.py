@@ -521,7 +521,7 @@ def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) ->
         WorkloadWait(
             workload_id=uuid.UUID(workload),
             cluster_id=state.cluster_id,
-            **reason_shown(reason),
+            **reason_shown(reason, state.view.node_names),
             updated_at=now,
         )
         for workload, reason in decisions.pending.items()

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Q
@@ -27,6 +27,7 @@ from scheduler.engine.model import (
     Placement,
     Policy,
     QueueConfig,
+    ReasonCode,
     Request,
     Reservation,
     Snapshot,
@@ -171,11 +172,18 @@ def placements_of(view: ClusterView, allocation: Allocation) -> list[ev.Placemen
 MAX_REASON_MESSAGE = 500  # ``WorkloadWait.message``
 
 
-def reason_shown(reason: PendingReason) -> dict[str, Any]:
-    """A pending reason as a workload's ``WorkloadWait`` keeps it (and the API shows it)."""
+def reason_shown(
+    reason: PendingReason, node_names: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A pending reason as a workload's ``WorkloadWait`` keeps it (and the API shows it). The
+    engine names nodes by id; a person reads their names (``volume_locality``'s nodes)."""
+    message = reason.message
+    if reason.code is ReasonCode.VOLUME_LOCALITY and node_names:
+        for node in cast(list[str], reason.figures.get("nodes") or []):
+            message = message.replace(str(node), node_names.get(str(node), str(node)))
     return {
         "code": reason.code.value,
-        "message": reason.message[:MAX_REASON_MESSAGE],
+        "message": message[:MAX_REASON_MESSAGE],
         "figures": _plain(reason.figures),
     }
 

@@ -8,4 +8,10 @@ class StorageConfig(AppConfig):
     verbose_name = "Storage"
 
     def ready(self) -> None:
-        from storage import projections  # noqa: F401  (registers the projection)
+        from inventory import hooks
+        from storage import (
+            projections,  # noqa: F401  (registers the projection)
+            services,
+        )
+
+        hooks.volumes_measured.register(services.volumes_usage_record)

@@ -30,6 +30,12 @@ class Volumes(projections.Projection):
             node_id=event.data["node_id"], version=event.version
         )
 
+    @handles(ev.VolumeUsageMeasured)
+    def measured(self, event: RecordedEvent) -> None:
+        Volume.objects.filter(id=event.stream_id).update(
+            used_bytes=event.data["used_bytes"], version=event.version
+        )
+
     @handles(ev.VolumeDeleted)
     def deleted(self, event: RecordedEvent) -> None:
         Volume.objects.filter(id=event.stream_id).update(

@@ -1,4 +1,5 @@
-"""Volume writes: create, place (a local volume, by the first run that mounts it), delete.
+"""Volume writes: create, place (a local volume, by the first run that mounts it), record
+its measured usage, delete.
 
 ``volume_create`` takes the log's append lock before the checks that read the organization's
 other volumes (its storage quota, the name), so two creations never both fit in the same
@@ -15,7 +16,7 @@ from django.conf import settings
 
 from events import store
 from events.store import NO_STREAM
-from inventory.models import Cluster
+from inventory.models import Cluster, Node
 from neocloud.core.errors import NotFound, ValidationFailed
 from storage import events as ev
 from storage import hooks
@@ -27,6 +28,7 @@ from tenants.errors import PermissionDenied, SlugTaken
 from tenants.models import Organization, Project
 
 MAX_VOLUME_GB = 1_000_000
+USAGE_CHANGE = 0.01  # a measure this much away from the last recorded one is an event
 
 
 def _writable(actor: Actor, project: Project) -> Organization:
@@ -131,3 +133,38 @@ def volume_place(*, volume_id: uuid.UUID, node_id: uuid.UUID) -> None:
         [ev.VolumePlaced(node_id=node_id)],
         expected_version=volume.version,
     )
+
+
+def _usage_changed(volume: Volume, used_bytes: int) -> bool:
+    """Worth an event: the first measure, a change past ``USAGE_CHANGE`` (1 %) of the last
+    recorded one, or a crossing of the volume's size (either way)."""
+    last = volume.used_bytes
+    if last is None:
+        return True
+    size = volume.size_gb * 10**9
+    if (last > size) != (used_bytes > size):
+        return True
+    return abs(used_bytes - last) > USAGE_CHANGE * max(last, 1)
+
+
+def volumes_usage_record(node: Node, measured: list[tuple[uuid.UUID, int]]) -> None:
+    """What ``node``'s agent measured in the volumes its runs mount (the heartbeat, through
+    ``inventory.hooks.volumes_measured``). Only a volume of the node's cluster counts, and a
+    local one only on the node it is placed on; others are ignored (a deleted volume, an
+    agent's stale measure). The row changes only with its event (``_usage_changed``)."""
+    wanted = dict(measured)
+    volumes = Volume.objects.filter(
+        pk__in=list(wanted), cluster_id=node.cluster_id, status=VolumeStatus.ACTIVE
+    ).order_by("pk")
+    for volume in volumes:
+        if volume.type == VolumeType.LOCAL and volume.node_id != node.pk:
+            continue
+        used_bytes = wanted[volume.pk]
+        if not _usage_changed(volume, used_bytes):
+            continue
+        store.append(
+            ev.VOLUME_STREAM,
+            str(volume.pk),
+            [ev.VolumeUsageMeasured(used_bytes=used_bytes, node_id=node.pk)],
+            expected_version=volume.version,
+        )

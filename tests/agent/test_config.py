@@ -61,6 +61,7 @@ def test_a_flag_wins_over_its_variable() -> None:
         (["--url", "file:///x", *REQUIRED[2:]], {}),
         ([*REQUIRED, "--fence-after-s", "-1"], {}),
         ([*REQUIRED, "--volume-gids", "4050000-4150000"], {}),
+        ([*REQUIRED, "--volume-usage-s", "0"], {}),
     ],
     ids=[
         "nothing",
@@ -71,6 +72,7 @@ def test_a_flag_wins_over_its_variable() -> None:
         "scheme",
         "fence",
         "volume-gids-among-run-uids",
+        "volume-usage",
     ],
 )
 def test_a_bad_configuration_exits_with_a_usage_error(

@@ -122,3 +122,27 @@ def test_a_shared_volume_written_through_one_agent_is_read_through_another(
         other.stop()
 
     assert found == "from-a\n"
+
+
+def test_the_heartbeat_reports_what_a_mounted_volume_holds(
+    plane: FakeControlPlane, start_agent: StartAgent
+) -> None:
+    start_agent("--volume-usage-s", "0.2")
+    data = volume()
+    plane.assign(
+        "writer",
+        argv=["sh", "-c", "head -c 3000000 /dev/urandom > /mnt/data/blob; echo ok; exec sleep 30"],
+        volumes=[data],
+    )
+    plane.wait_for(lambda: plane.output("writer").startswith(b"ok"))
+
+    def measured() -> int:
+        for body in reversed(plane.heartbeats):
+            for found in body.get("volumes") or []:
+                if found["id"] == data["id"]:
+                    return int(found["used_bytes"])
+        return 0
+
+    plane.wait_for(lambda: measured() >= 3_000_000)
+    assert measured() < 3_200_000
+    plane.release("writer")

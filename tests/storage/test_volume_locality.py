@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from events.models import Event
+from inventory.models import Node
 from scheduler import services, tasks
 from scheduler.models import Allocation, Workload, WorkloadWait
+from scheduler.services.what_if import duration_in_words
 from scheduler.specs import VolumeMount
 from storage import services as storage
 from storage.models import Volume
@@ -61,6 +63,23 @@ def test_the_next_run_mounting_a_local_volume_goes_to_its_node(
     wait = WorkloadWait.objects.get(workload_id=second.pk)
     assert wait.code == "volume_locality", wait.message
     assert wait.figures["nodes"] == [str(placed.node_id)]
+    node_name = Node.objects.get(pk=str(placed.node_id)).name
+    assert wait.message.startswith(f"waits for {node_name}, where its volume's data lives")
+    assert str(placed.node_id) not in wait.message
+
+    # The what-if says both: on its node later, elsewhere (without the volume) now.
+    mounts = (VolumeMount(volume=volume.pk, path="/mnt/data"),)
+    spec = job("next", gpus=2, runtime_estimate_s=600, volumes=mounts)
+    answer = run(services.workload_estimate, project=tenant.project, spec=spec)
+    assert answer.locality is not None
+    assert (answer.locality.node, answer.locality.starts_now) == (node_name, False)
+    assert answer.locality.elsewhere_starts_now
+    assert answer.locality.wait_s == answer.as_asked.wait_s
+    words = services.estimates_in_words(answer)
+    assert words.endswith(
+        f"on {node_name} in about {duration_in_words(answer.locality.wait_s or 0)},"
+        " or elsewhere without your volume now"
+    ), words
 
     run(services.workload_cancel, workload=filler, reason="make room")
     tasks.tick()
