@@ -17,6 +17,7 @@ from neocloud.api.fields import (
     StrictFloatField,
     StrictIntegerField,
     StrictType,
+    StrictUUIDField,
 )
 
 
@@ -207,7 +208,7 @@ class AgentReportSerializer(StrictType, serializers.Serializer):  # type: ignore
 
 
 class VolumeUsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
-    id = serializers.UUIDField()
+    id = StrictUUIDField()
     used_bytes = StrictIntegerField(min_value=0, max_value=1 << 62)
 
 

@@ -311,6 +311,8 @@ class WorkloadCreateSerializer(ProgramFields):
         required=False,
         allow_null=True,
         default=None,
+        min_value=1,
+        max_value=MAX_RUNTIME_S,
         help_text="dev: stopped after this long without SSH sessions or GPU use",
     )
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
