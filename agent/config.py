@@ -38,6 +38,10 @@ class Config:
     port_range: range = range(30000, 33000)
     pids_max: int = 4096
     fake_gpu_device_files: str = ""
+    volumes_disk_gb: int = 0  # disk offered to local volumes (issue 32), reported
+    volumes_dir: Path | None = None  # local volumes' directories (None: under state_dir)
+    volume_gids: range = range(4_100_000, 4_200_000)  # a group per volume (agent/volumes.py)
+    volume_usage_s: float = 60.0  # how often mounted volumes' usage is measured (agent/usage.py)
 
     @property
     def publish_address(self) -> str:
@@ -88,6 +92,36 @@ _OPTIONS: list[tuple[str, str, type, object, str]] = [
         "host ports runs may publish, FIRST-LAST, on the advertised address",
     ),
     ("--pids-max", "NEOCLOUD_PIDS_MAX", int, 4096, "processes and threads a run may have"),
+    (
+        "--volumes-disk-gb",
+        "NEOCLOUD_VOLUMES_DISK_GB",
+        int,
+        0,
+        "GB of this node's disk offered to local volumes (0: none)",
+    ),
+    (
+        "--volumes-dir",
+        "NEOCLOUD_VOLUMES_DIR",
+        Path,
+        None,
+        "where local volumes' directories are made (default: STATE_DIR/volumes)",
+    ),
+    (
+        "--volume-gids",
+        "NEOCLOUD_VOLUME_GIDS",
+        str,
+        "4100000-4199999",
+        "the groups volumes get, one each, FIRST-LAST (first half local, second shared);"
+        " apart from --run-uids",
+    ),
+    (
+        "--volume-usage-s",
+        "NEOCLOUD_VOLUME_USAGE_S",
+        float,
+        60.0,
+        "seconds between two measures of the usage of the volumes runs mount (reported in the"
+        " heartbeat)",
+    ),
     (
         "--fence-after-s",
         "NEOCLOUD_FENCE_AFTER_S",
@@ -181,6 +215,14 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
     port_range = _span(args.port_range, "--port-range", 1024, parser)
     if port_range.stop > 65536:
         parser.error(f"--port-range must end at 65535 at most, not {args.port_range!r}")
+    volume_gids = _span(args.volume_gids, "--volume-gids", 10000, parser)
+    # A run's primary group is its uid: a volume's group must never be one.
+    if len(volume_gids) < 2 or (
+        volume_gids.start < run_uids.stop and run_uids.start < volume_gids.stop
+    ):
+        parser.error("--volume-gids must hold 2 gids at least, none of --run-uids")
+    if args.volume_usage_s <= 0:
+        parser.error("--volume-usage-s must be > 0")
     if args.fence_after_s < 0:
         parser.error("--fence-after-s must be >= 0 (0: never)")
     return Config(
@@ -204,4 +246,8 @@ def parse(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None =
         pids_max=args.pids_max,
         fake_gpu_device_files=args.fake_gpu_device_files,
         fence_after_s=args.fence_after_s,
+        volumes_disk_gb=args.volumes_disk_gb,
+        volumes_dir=args.volumes_dir or args.state_dir / "volumes",
+        volume_gids=volume_gids,
+        volume_usage_s=args.volume_usage_s,
     )

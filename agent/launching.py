@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import cgroups, devices, processes, shares, users
+from agent import cgroups, devices, processes, shares, ssh, users, volumes
 from agent.cgroups import Cgroups, Limits
 from agent.config import Config
 from agent.gpus import Gpus
@@ -22,6 +22,15 @@ from agent.runtimes import Launch, Runtime, gpu_env, shim_argv
 from agent.state import ENDED, RunRecord, State, write_atomic
 
 log = logging.getLogger(__name__)
+
+
+def resume_env(assignment: Assignment) -> dict[str, str]:
+    """A run of a workload that ran before (preempted and requeued, retried) is told so, and
+    how many runs came before it (issue 32)."""
+    return {
+        "NEOCLOUD_RESUMED": "1" if assignment.restarts > 0 else "0",
+        "NEOCLOUD_RESTARTS": str(assignment.restarts),
+    }
 
 
 class StartFailed(Exception):
@@ -51,6 +60,7 @@ class Launcher:
         StartFailed, after which ``clear`` undoes what was done)."""
         record.uid = self._uid(record) if users.isolating() else None
         work_dir = self._work_dir(assignment, record.uid)
+        record.work_dir = "" if self.container else work_dir
         cpu_milli, memory_mib = shares.limits(
             self.node,
             gpus=len(assignment.gpus),
@@ -58,13 +68,15 @@ class Launcher:
             memory_mib=assignment.memory_mib,
         )
         record.host_ports = self._ports(assignment)
+        mounted = self._volumes(assignment)
+        record.volumes = {m.id: m.host_dir for m in mounted}  # measured while it runs
         self.state.save(record)
         devices_ = self.gpus.device_ids(assignment.gpus)
         launch = Launch(
             assignment_id=assignment.id,
             argv=assignment.argv,
             image=assignment.image,
-            env={**assignment.env, **gpu_env(assignment.gpus, devices_)},
+            env={**assignment.env, **gpu_env(assignment.gpus, devices_), **resume_env(assignment)},
             work_dir=work_dir,
             devices=devices_,
             cpu_milli=cpu_milli,
@@ -75,6 +87,7 @@ class Launcher:
             pids_max=self.config.pids_max,
             host_ports=record.host_ports,
             publish_address=self.config.publish_address,
+            volumes=mounted,
         )
         self._check(assignment, launch)
         env_file = self.state.env_path(assignment.id, self.runtime.name)
@@ -92,7 +105,10 @@ class Launcher:
             status_file=self.state.status_path(assignment.id),
             ready_file=self.state.ready_path(assignment.id),
             cgroups=record.cgroups,
-            options=self.runtime.shim_options(launch, env_file),
+            options=[
+                *self.runtime.shim_options(launch, env_file),
+                *self._ssh(record, assignment, launch),
+            ],
             output_cap=self.config.log_max_bytes,
             command=command,
         )
@@ -106,6 +122,38 @@ class Launcher:
         except OSError as error:
             raise StartFailed(f"cannot start the run: {error}") from None
         return Started(pid=pid, command=command)
+
+    def _ssh(self, record: RunRecord, assignment: Assignment, launch: Launch) -> list[str]:
+        """The run's sshd (issue 32): a port of the node's range, its files, and what the shim
+        needs to start it. A process run only: a container's would run inside it."""
+        if assignment.ssh_keys is None:
+            return []
+        if self.container:
+            raise StartFailed(f"ssh: not offered by the {self.runtime.name} runtime yet")
+        problem = ssh.available()
+        if problem:
+            raise StartFailed(f"ssh: {problem}")
+        held = [p for r in self.state.records() if r.phase != ENDED for p in r.host_ports]
+        held += [r.ssh_port for r in self.state.records() if r.phase != ENDED and r.ssh_port]
+        listen = self.config.publish_address
+        port = ssh.free_port(self.config.port_range, [*held, *assignment.ports], listen)
+        if port is None:
+            raise StartFailed(f"ssh: no free port in this node's range {self.config.port_range}")
+        record.ssh_port = port
+        self.state.save(record)
+        directory = self.state.ssh_dir(assignment.id)
+        left_out = ssh.prepare(
+            directory,
+            uid=record.uid,
+            port=port,
+            listen=listen,
+            home=launch.work_dir,
+            env=launch.env,
+            keys=assignment.ssh_keys,
+        )
+        if left_out:
+            log.warning("%s: variables a login does not get: %s", assignment.id, left_out)
+        return ssh.shim_options(directory)
 
     def _uid(self, record: RunRecord) -> int:
         held = {
@@ -142,6 +190,19 @@ class Launcher:
         if None in chosen:
             raise StartFailed(f"no free host port in this node's range {span}")
         return [port for port in chosen if port is not None]
+
+    def _volumes(self, assignment: Assignment) -> tuple[volumes.Mounted, ...]:
+        """Each volume's directory, made on its first use (agent/volumes.py)."""
+        if assignment.volumes and not users.isolating():
+            raise StartFailed("volumes are mounted by a root agent only")
+        volumes_dir = self.config.volumes_dir or self.config.state_dir / "volumes"
+        try:
+            return tuple(
+                volumes.prepare(mount, volumes_dir=volumes_dir, gids=self.config.volume_gids)
+                for mount in assignment.volumes
+            )
+        except volumes.VolumeProblem as error:
+            raise StartFailed(str(error)) from None
 
     def _check(self, assignment: Assignment, launch: Launch) -> None:
         known = {gpu.index for gpu in self.gpus.read()}
@@ -197,3 +258,4 @@ class Launcher:
                 shutil.rmtree(work, ignore_errors=True)
         if record.cgroups:
             cgroups.remove([Path(path) for path in record.cgroups])
+        ssh.remove(self.state.ssh_dir(ident))

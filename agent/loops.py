@@ -4,7 +4,8 @@
   before starts);
 - the watcher notices launches and endings, escalates stops, ships output and sends the
   outbox; it reports ``exited`` only once the run's output is all shipped;
-- the heartbeat loop reports the GPUs and the agent.
+- the heartbeat loop reports the GPUs, the agent and the volumes' usage, which the usage
+  loop measures (agent/usage.py).
 
 Runs never depend on the agent: stopping the agent (or losing the control plane) leaves them
 running, and the state directory lets a restarted agent take them up again.
@@ -21,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import VERSION, cgroups, fencing, logs, processes, users
+from agent import VERSION, cgroups, fencing, logs, notices, processes, ssh, usage, users
+from agent.backoff import UNAUTHORIZED_RETRY_S, Backoff
 from agent.cgroups import Cgroups
 from agent.client import Client, Rejected, Unauthorized, Unreachable
 from agent.config import Config
@@ -44,36 +46,12 @@ from agent.state import (
 log = logging.getLogger(__name__)
 
 WATCH_S = 0.2
-UNAUTHORIZED_RETRY_S = 3.0
-BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 5.0
 LOG_REQUESTS_PER_TICK = 8  # per run: 8 MiB a tick at most, so one chatty run starves no other
 REPORT_BATCH = 100
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class Backoff:
-    """When a loop may talk to the control plane again after a failure."""
-
-    def __init__(self) -> None:
-        self.delay = BACKOFF_FIRST_S
-        self.until = 0.0
-
-    def ready(self) -> bool:
-        return time.monotonic() >= self.until
-
-    def failed(self, error: Exception) -> float:
-        delay = UNAUTHORIZED_RETRY_S if isinstance(error, Unauthorized) else self.delay
-        if not isinstance(error, Unauthorized):
-            self.delay = min(self.delay * 2, BACKOFF_MAX_S)
-        self.until = time.monotonic() + delay
-        return delay
-
-    def succeeded(self) -> None:
-        self.delay = BACKOFF_FIRST_S
-        self.until = 0.0
 
 
 class Agent:
@@ -103,6 +81,7 @@ class Agent:
         self._refused_at = 0.0
         self._seen_alive: set[str] = set()  # runs the watcher saw alive in this process
         self.fence = fencing.Fence(config.fence_after_s)
+        self.volume_usage = usage.VolumeUsage()
 
     # -- the link to the control plane ---------------------------------------------------
 
@@ -156,7 +135,7 @@ class Agent:
     def run(self) -> int:
         """Recover, run the loops until SIGTERM (``stopping``), leave the runs running."""
         self.recover()
-        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop]
+        loops = [self._poll_loop, self._watch_loop, self._heartbeat_loop, self._usage_loop]
         for loop in loops:
             threading.Thread(
                 target=self._resilient, args=(loop,), name=loop.__name__, daemon=True
@@ -186,6 +165,17 @@ class Agent:
                 self._fence()
             self.stopping.wait(self.config.heartbeat_s)
 
+    def _usage_loop(self) -> None:
+        while not self.stopping.is_set():
+            mounted = [
+                (volume_id, directory)
+                for record in self.state.records()
+                if record.phase in ACTIVE
+                for volume_id, directory in record.volumes.items()
+            ]
+            self.volume_usage.measure_pass(mounted)
+            self.stopping.wait(self.config.volume_usage_s)
+
     def _heartbeat(self) -> None:
         try:
             answer = self.client.heartbeat(self.heartbeat_body())
@@ -210,8 +200,10 @@ class Agent:
                 "cgroups": self.cgroups.available or self.runtime.applies_limits,
                 "cgroups_note": self.cgroups.note,
                 "isolation": self.isolation(),
+                "volumes_disk_gb": self.config.volumes_disk_gb,
             },
             "gpus": [gpu.as_report() for gpu in self.gpus.read()],
+            "volumes": self.volume_usage.report(),
         }
 
     def isolation(self) -> str:
@@ -273,13 +265,26 @@ class Agent:
             plan = decide(assignments, records, accepting=accepting)
             for assignment_id in plan.stops:
                 self._stop(records[assignment_id])
+            for assignment in plan.notices:
+                self._notice(records[assignment.id], assignment)
             for assignment in plan.forgotten:
                 self._forget(assignment)
             for assignment in plan.starts:
                 if self.stopping.is_set() or self.unauthorized.is_set():
                     break
                 self._start(assignment)
+            self._ssh_keys(assignments, records)
         return plan
+
+    def _ssh_keys(self, assignments: list[Assignment], records: dict[str, RunRecord]) -> None:
+        """Each running run's ``authorized_keys`` as listed now (issue 32): a key added or
+        removed, or a member gone, takes effect at the next login."""
+        for assignment in assignments:
+            record = records.get(assignment.id)
+            if assignment.ssh_keys is None or record is None or not record.ssh_port:
+                continue
+            if record.phase in (LAUNCHED, RUNNING):
+                ssh.keys_write(self.state.ssh_dir(assignment.id), assignment.ssh_keys)
 
     def _fence(self) -> None:
         """Self-fencing (``agent.fencing``): stop every run; start nothing until heard."""
@@ -297,6 +302,20 @@ class Agent:
             "stopping %s (SIGTERM, kill after %.0f s)", record.assignment_id, record.stop_grace_s
         )
         self.runtime.terminate(record)
+
+    def _notice(self, record: RunRecord, assignment: Assignment) -> None:
+        """Preemption with notice (issue 32): the notice file, then a stop whose grace is what
+        is left of the notice."""
+        notice = assignment.notice
+        if notice is None:
+            return
+        record.stop_grace_s = notice.grace_s
+        if record.work_dir and self._alive(record):
+            notices.write(record.work_dir, record.uid, notice)
+        log.info(
+            "notice to %s: %s, stopped by %s", record.assignment_id, notice.reason, notice.deadline
+        )
+        self._stop(record)
 
     def _forget(self, assignment: Assignment) -> None:
         record = RunRecord(
@@ -321,6 +340,8 @@ class Agent:
             gpus=assignment.gpus,
             stop_grace_s=self.config.stop_grace_s if grace is None else grace,
             ports=assignment.ports,
+            idle_stop_s=assignment.idle_stop_s,
+            idle_gpu_pct=assignment.idle_gpu_pct,
             last_seq=assignment.last_seq,
             container=container_name(assignment.id) if container else "",
         )
@@ -396,10 +417,29 @@ class Agent:
                     self.runtime.kill(record)
                     if record.uid is not None:
                         users.kill_all(record.uid)
+            if alive and record.phase == RUNNING and record.idle_stop_s is not None:
+                self._idle_check(record)
             if record.phase == LAUNCHED:
                 self._watch_launch(record, alive)
             if record.phase == RUNNING and not alive:
                 self._ended(record)
+
+    def _idle_check(self, record: RunRecord) -> None:
+        """A dev environment unused for its idle stop is stopped, and ends as it should."""
+        if record.stop_requested_at is not None:
+            return
+        since = record.idle_since
+        utilisation = {gpu.index: gpu.utilization_pct for gpu in self.gpus.read()}
+        if ssh.idle_step(record, utilisation, time.time()):
+            log.info(
+                "%s: no SSH session nor GPU use for %s s: stopping",
+                record.assignment_id,
+                record.idle_stop_s,
+            )
+            record.idle_stopped = True
+            self._stop(record)
+        elif record.idle_since != since:
+            self.state.save(record)
 
     def _watch_launch(self, record: RunRecord, alive: bool) -> None:
         ident = record.assignment_id
@@ -420,6 +460,7 @@ class Agent:
             return
         ready = read_json(self.state.ready_path(ident))
         if ready is not None:
+            record.sshd_pid = ready.get("sshd_pid")
             joined = ready.get("cgroup") or {} if record.cgroups else {}
             # The shim's note when it could not join them, else what they hold the run to.
             note = record.cgroup_note if joined.get("applied") else joined.get("note")
@@ -440,14 +481,18 @@ class Agent:
             cgroups=cgroups_report,
         )
         log.info("started %s: pid %s", record.assignment_id, record.pid)
-        if record.ports:
+        ssh_endpoint = []
+        if record.ssh_port:  # issue 32: the run's sshd
+            at = f"{self.config.advertise_address}:{record.ssh_port}"
+            ssh_endpoint = [{"port": record.ssh_port, "address": at, "kind": "ssh"}]
+        if record.ports or ssh_endpoint:
             address = self.config.advertise_address
             published = record.host_ports or record.ports  # a process listens on its own
             ports = [
                 {"port": port, "address": f"{address}:{host_port}"}
                 for port, host_port in zip(record.ports, published, strict=True)
             ]
-            self.state.enqueue(record, "ports", at=_now(), ports=ports)
+            self.state.enqueue(record, "ports", at=_now(), ports=[*ports, *ssh_endpoint])
 
     def _ended(self, record: RunRecord) -> None:
         """The shim is gone: how the run ended, from its status file (or the lack of one).
@@ -470,6 +515,9 @@ class Agent:
         else:
             code, signum = None, None
             message = "lost: the run's shim ended without recording how the run ended"
+        if record.idle_stopped and not oom:  # stopped as idle, as asked (issue 32)
+            code, signum = 0, None
+            message = f"idle stop: no SSH session nor GPU use for {record.idle_stop_s} s"
         record.exit = {"exit_code": code, "signal": signum, "oom": oom, "message": message}
         record.exit["at"] = status.get("at") or _now()
         record.phase = EXITING

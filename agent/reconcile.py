@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.notices import Notice
 from agent.state import LAUNCHED, RUNNING, RunRecord, safe_id
+from agent.volumes import VolumeMount
 
 RUN = "run"
 STOP = "stop"
@@ -33,6 +35,13 @@ class Assignment:
     memory_mib: int = 0
     stop_grace_s: float | None = None
     last_seq: int = 0
+    # Preemption with notice, and resume (issue 32).
+    notice: Notice | None = None
+    restarts: int = 0
+    volumes: list[VolumeMount] = field(default_factory=list)
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else its authorized_keys
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
+    idle_gpu_pct: float = 0.0  # a GPU below this utilisation is not in use
 
     @classmethod
     def parse(cls, data: Any) -> Assignment:
@@ -67,6 +76,7 @@ class Assignment:
         env: dict[str, str],
         grace: Any,
     ) -> Assignment:
+        idle = data.get("idle_stop")
         return cls(
             id=ident,
             desired=desired,
@@ -81,7 +91,22 @@ class Assignment:
             memory_mib=int(data.get("memory_mib") or 0),
             stop_grace_s=None if grace is None else float(grace),
             last_seq=int(data.get("last_seq") or 0),
+            notice=Notice.parse(data.get("notice")),
+            restarts=int(data.get("restarts") or 0),
+            volumes=[VolumeMount.parse(v) for v in data.get("volumes") or []],
+            ssh_keys=_ssh_keys(data.get("ssh")),
+            idle_stop_s=float(idle["after_s"]) if idle else None,
+            idle_gpu_pct=float(idle["gpu_below_pct"]) if idle else 0.0,
         )
+
+
+def _ssh_keys(ssh: Any) -> list[str] | None:
+    if ssh is None:
+        return None
+    keys = ssh["authorized_keys"]
+    if not (isinstance(keys, list) and all(isinstance(k, str) and "\n" not in k for k in keys)):
+        raise ValueError("ssh.authorized_keys: not a list of one-line strings")
+    return list(keys)
 
 
 @dataclass(frozen=True)
@@ -90,6 +115,8 @@ class Plan:
     starts: list[Assignment]
     deferred: list[str]  # starts whose GPUs a stopping run still holds: next round
     forgotten: list[Assignment]  # reported started, but this state dir never ran them
+    # Runs told they are stopped soon (issue 32): notice file, SIGTERM, kill at its end.
+    notices: list[Assignment] = field(default_factory=list)
 
 
 def decide(
@@ -104,6 +131,9 @@ def decide(
     alive = [r for r in records.values() if r.phase in (LAUNCHED, RUNNING)]
     stops = [r.assignment_id for r in alive if r.assignment_id not in wanted]
     stops = [i for i in stops if records[i].stop_requested_at is None]
+    noticed = {r.assignment_id for r in alive if r.stop_requested_at is None}
+    notices = [a for a in assignments if a.notice is not None and a.id in noticed]
+    stops = [i for i in stops if i not in {a.id for a in notices}]
     busy = {gpu for r in alive for gpu in r.gpus}
     starts: list[Assignment] = []
     deferred: list[str] = []
@@ -120,4 +150,4 @@ def decide(
         else:
             starts.append(assignment)
             busy.update(assignment.gpus)
-    return Plan(stops=stops, starts=starts, deferred=deferred, forgotten=forgotten)
+    return Plan(stops=stops, starts=starts, deferred=deferred, forgotten=forgotten, notices=notices)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agent import processes
 from agent.state import RunRecord
+from agent.volumes import Mounted
 
 SHIM = Path(__file__).resolve().with_name("shim.py")
 # A container's own `stop --time` kills at the grace; the agent allows the client this long
@@ -51,6 +52,7 @@ class Launch:
     pids_max: int = 0
     host_ports: list[int] = field(default_factory=list)  # a container's, one per port
     publish_address: str = ""  # where published ports listen ("" for every address)
+    volumes: tuple[Mounted, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,10 @@ def _common(launch: Launch, env_file: Path) -> list[str]:
     args += _limits(launch)
     for port, host_port in zip(launch.ports, launch.host_ports, strict=True):
         args += ["-p", _publish(launch.publish_address, host_port, port)]
+    for volume in launch.volumes:
+        # A plain bind (no :Z relabel): the directory is the volume's, shared by its runs.
+        suffix = ":ro" if volume.read_only else ""
+        args += ["-v", f"{volume.host_dir}:{volume.path}{suffix}", "--group-add", str(volume.gid)]
     return args
 
 
@@ -167,6 +173,7 @@ def podman_run_argv(
         str(cidfile),
         *devices,
         *_common(launch, env_file),
+        *(["--umask", "0007"] if launch.volumes else []),  # the volume's group may write too
         *options.run_args,
         launch.image,
         *launch.argv,
@@ -257,6 +264,9 @@ class Runtime:
         options = ["--env-file", str(env_file)]
         if launch.uid is not None:
             options += ["--uid", str(launch.uid), "--nproc", str(launch.pids_max)]
+        for volume in launch.volumes:
+            mode = "ro" if volume.read_only else "rw"
+            options += ["--mount", volume.host_dir, volume.path, mode, "--group", str(volume.gid)]
         return options
 
     def shim_env(self) -> dict[str, str]:
@@ -300,6 +310,8 @@ class ContainerRuntime(Runtime):
         self.options = options
 
     def problem(self, launch: Launch) -> str:
+        if any(":" in v.host_dir + v.path for v in launch.volumes):
+            return f"{self.name} cannot mount a volume on a path with ':'"
         if shutil.which(self.name) is None:
             return f"{self.name} not found on the agent's PATH"
         if not launch.image:

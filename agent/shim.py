@@ -59,6 +59,10 @@ def _start_time(pid: int) -> int:
 
 
 _PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWNS = 0x20000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 0x1, 0x2, 0x4, 0x20
+_MS_BIND, _MS_REC, _MS_SLAVE = 0x1000, 0x4000, 0x80000
+_MOUNT_ROOT = "/mnt"
 _DRAIN_S = 2.0  # how long output is still read once the command ended (a child may hold it)
 _READ_BYTES = 64 * 1024
 
@@ -84,6 +88,30 @@ def _read_env(path: str) -> dict[str, str] | None:
     finally:
         Path(path).unlink(missing_ok=True)
     return {str(name): str(value) for name, value in env.items()}
+
+
+def _mount_volumes(mounts: list[list[str]]) -> None:
+    """A mount namespace of the run's own, made in the shim (root) before the command starts:
+    its /mnt a small tmpfs of its own (nothing is created on the host's), each volume's
+    directory bound at its path, read-only ones remounted so. Host mounts still reach it
+    (rslave), none of its own reach the host. Whatever else serves the run later (its sshd)
+    joins this namespace through ``/proc/<shim pid>/ns/mnt`` (the pid is in the ready file)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def mount(source: str | None, target: str, kind: str | None, flags: int, data: str) -> None:
+        encoded = [None if s is None else s.encode() for s in (source, target, kind, data)]
+        if libc.mount(encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+            raise OSError(ctypes.get_errno(), f"mount {source} on {target}")
+
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    mount(None, "/", None, _MS_REC | _MS_SLAVE, "")
+    mount("tmpfs", _MOUNT_ROOT, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64k")
+    for host_dir, path, mode in mounts:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        mount(host_dir, path, None, _MS_BIND, "")
+        locked = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV
+        mount(None, path, None, locked | (_MS_RDONLY if mode == "ro" else 0), "")
 
 
 def _confine(nproc: int) -> None:
@@ -132,6 +160,30 @@ def _outlive_stop(signum: int, frame: object) -> None:
     """SIGTERM to the group is for the command: the shim stays to write down its end."""
 
 
+def _sshd(args: argparse.Namespace, user: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+    """The run's sshd (issue 32), in the shim's cgroups and process group, as the run's user:
+    ``nss_wrapper`` names that uid to it (no passwd entry on the host), its log beside its
+    config. It ends with the command."""
+    if not args.sshd_config:
+        return None
+    directory = Path(args.sshd_config).parent
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "LD_PRELOAD": args.sshd_preload,
+        "NSS_WRAPPER_PASSWD": str(directory / "passwd"),
+        "NSS_WRAPPER_GROUP": str(directory / "group"),
+    }
+    return subprocess.Popen(  # noqa: S603 - the distribution's sshd, fixed arguments
+        ["/usr/sbin/sshd", "-D", "-f", args.sshd_config, "-E", str(directory / "sshd.log")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=(lambda: _confine(args.nproc)) if user else None,
+        **user,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.shim")
     parser.add_argument("--status-file", required=True, type=Path)
@@ -141,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uid", type=int, default=-1)
     parser.add_argument("--nproc", type=int, default=0)
     parser.add_argument("--output-cap", type=int, default=0)
+    parser.add_argument("--mount", nargs=3, action="append", default=[])  # HOST PATH ro|rw
+    parser.add_argument("--group", type=int, action="append", default=[])
+    parser.add_argument("--sshd-config", default="")  # issue 32: the run's own sshd
+    parser.add_argument("--sshd-preload", default="")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -152,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     reader, writer = os.pipe()
     user: dict[str, Any] = {}
     if args.uid >= 0:
-        user = {"user": args.uid, "group": args.uid, "extra_groups": [], "umask": 0o077}
+        # With volumes, 007: the volume's group (its project's runs) may use what it writes.
+        umask = 0o007 if args.mount else 0o077
+        user = {"user": args.uid, "group": args.uid, "extra_groups": args.group, "umask": umask}
+    sshd = None
     try:
         env = _read_env(args.env_file)
+        if args.mount:  # before the sshd: its logins see the run's volumes too
+            _mount_volumes(args.mount)
+        sshd = _sshd(args, user)
         child = subprocess.Popen(  # noqa: S603 - the run
             command,
             stdin=subprocess.DEVNULL,
@@ -166,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             **user,
         )
     except (OSError, ValueError, subprocess.SubprocessError) as error:
+        if sshd is not None:
+            sshd.kill()
         message = f"cannot start {command[:1]}: {error}"
         print(f"neocloud shim: {message}", file=sys.stderr, flush=True)
         _write_atomic(args.status_file, {"error": message, "at": _now()})
@@ -176,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "pid": os.getpid(),
             "start_time": _start_time(os.getpid()),
             "child_pid": child.pid,
+            "sshd_pid": sshd.pid if sshd else None,
             "cgroup": cgroup,
             "at": _now(),
         },
@@ -183,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     os.close(writer)
     _Relay(reader, args.output_cap).drain(child)
     code = child.wait()
+    if sshd is not None:
+        sshd.terminate()
+        sshd.wait()
     ending = (
         {"exit_code": code, "signal": None} if code >= 0 else {"exit_code": None, "signal": -code}
     )

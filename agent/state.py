@@ -92,6 +92,12 @@ class RunRecord:
     cgroup_note: str = ""
     uid: int | None = None  # the run's own user, held until the run has ended
     host_ports: list[int] = field(default_factory=list)  # a container's published ports
+    ssh_port: int | None = None  # issue 32: the run's sshd's port, from --port-range
+    sshd_pid: int | None = None  # its pid (its children are the SSH connections)
+    idle_stop_s: float | None = None  # a dev environment's idle stop, and its GPU threshold
+    idle_gpu_pct: float = 0.0
+    idle_since: float | None = None  # wall clock: unused (no session, no GPU use) since
+    idle_stopped: bool = False  # the agent stopped it as idle: it ended as it should
     last_seq: int = 0  # the last report seq used for this assignment
     log_offset: int = 0  # the next output byte the control plane wants
     log_dropped_sent: int = 0  # the dropped-bytes total last acknowledged
@@ -99,6 +105,8 @@ class RunRecord:
     stop_requested_at: float | None = None  # wall clock (survives restarts)
     killed: bool = False  # the agent sent SIGKILL (an exit without status is then signal 9)
     exit: dict[str, Any] | None = None  # the exited report's fields once known
+    work_dir: str = ""  # a process run's working directory on this host (its notice file)
+    volumes: dict[str, str] = field(default_factory=dict)  # volume id: its host directory
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunRecord:
@@ -146,6 +154,10 @@ class State:
 
     def cidfile_path(self, assignment_id: str) -> Path:
         return self.run_dir(assignment_id) / "container.id"
+
+    def ssh_dir(self, assignment_id: str) -> Path:
+        """The run's sshd's files (issue 32), the run uid's own."""
+        return self.run_dir(assignment_id) / "ssh"
 
     def work_dir(self, assignment_id: str) -> Path:
         return self.run_dir(assignment_id) / "work"

@@ -11,6 +11,8 @@ SUITE_MODULES = (
     "estimates",
     "estimates_api",
     "execution",
+    "gateway",  # web ports through Caddy (issue 32)
+    "interactive",  # issue 32
     "invoicing",
     "kueue_engine",
     "longpoll",

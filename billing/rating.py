@@ -35,6 +35,7 @@ from typing import Protocol
 from uuid import UUID
 
 from billing.money import round_half_up
+from metering.storage import StorageUsage
 
 MILLI_GPU_SECONDS_PER_GPU_HOUR = 1000 * 3600
 
@@ -288,6 +289,46 @@ def rate_reservations(
                 region=window.region,
                 milli_gpu_seconds=milli,
                 unit_price_minor=price.minor_per_gpu_hour,
+            )
+        )
+    return lines
+
+
+# --- Storage (issue 32) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GbHourPrice:
+    """A volume type's price (``catalog.StoragePrice``)."""
+
+    minor_per_gb_hour: int
+    currency: str
+
+
+def gb_hours(gb_seconds: int) -> str:
+    return f"{(Decimal(gb_seconds) / 3600).quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}"
+
+
+def rate_storage(usage: Iterable[StorageUsage], prices: Mapping[str, GbHourPrice]) -> list[Line]:
+    """A line per volume: its provisioned GB-hours at its type's price, rounded once, half
+    up. A type without a price is not billed (an operator who sells storage sets one)."""
+    lines = []
+    for item in usage:
+        price = prices.get(item.volume_type)
+        if price is None:
+            continue
+        lines.append(
+            Line(
+                kind="storage",
+                description=f"volume {item.name} ({item.volume_type}, {item.size_gb} GB),"
+                f" {gb_hours(item.gb_seconds)} GB-hours",
+                amount_minor=round_half_up(
+                    Fraction(item.gb_seconds * price.minor_per_gb_hour, 3600)
+                ),
+                currency=price.currency,
+                source=f"volume/{item.volume_id}",
+                project_id=item.project_id,
+                unit_price_minor=price.minor_per_gb_hour,
             )
         )
     return lines

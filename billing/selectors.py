@@ -28,6 +28,7 @@ from billing.models import (
 from billing.money import Money
 from billing.rating import (
     Credit,
+    GbHourPrice,
     Price,
     PriceBook,
     ReservationWindow,
@@ -37,12 +38,14 @@ from billing.rating import (
     usage_key,
 )
 from billing.sla import SCHEDULER_TYPES, Promise
-from catalog.models import PricePlan
+from catalog.models import PricePlan, StoragePrice
 from events import projections, store
 from events.consumers import ProjectionConsumer, consumer_catch_up
 from inventory.models import Cluster
 from metering.intervals import month_of
 from metering.selectors import UsageLine, usage_lines
+from metering.selectors import storage_usage_for as metering_storage_usage_for
+from metering.storage import StorageUsage
 from neocloud.core.errors import NotFound
 from scheduler.selectors import reservations_for_billing, workloads_on_reservations
 from tenants.access import Action, Actor
@@ -212,6 +215,19 @@ def usage_caught_up() -> None:
 
 def usage_for(organization_id: UUID, start: datetime, end: datetime) -> list[UsageLine]:
     return usage_lines(organization_id, start, end)
+
+
+def storage_usage_for(organization_id: UUID, start: datetime, end: datetime) -> list[StorageUsage]:
+    return metering_storage_usage_for(organization_id, start, end)
+
+
+def storage_prices() -> dict[str, GbHourPrice]:
+    return {
+        volume_type: GbHourPrice(minor, currency)
+        for volume_type, minor, currency in StoragePrice.objects.values_list(
+            "volume_type", "price_per_gb_hour_minor", "currency"
+        )
+    }
 
 
 def regions_of_clusters() -> dict[UUID, str]:

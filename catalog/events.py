@@ -60,3 +60,16 @@ class PricePlanSet(DomainEvent):
 @event_type("catalog.PricePlanRemoved")
 class PricePlanRemoved(DomainEvent):
     price_plan_id: UUID
+
+
+# --- Storage prices (issue 32): the stream ``storage_price/<volume type>`` ---
+STORAGE_PRICE_STREAM = "storage_price"
+
+
+@event_type("catalog.StoragePriceSet")
+class StoragePriceSet(DomainEvent):
+    """What a GB-hour of a volume type's provisioned size costs, from now on."""
+
+    volume_type: str
+    price_per_gb_hour_minor: int
+    currency: str

@@ -12,6 +12,7 @@ class OfferingKind(models.TextChoices):
     TRAINING = "training"  # a job: gpus_per_node x nodes, optionally a gang, capped runtime
     INFERENCE = "inference"  # a service of replicas, whole GPUs or a share of one
     RESERVED = "reserved"  # GPUs of one model held for a time window
+    DEV = "dev"  # a dev environment on one node: SSH, until stopped or idle (issue 32)
 
 
 class Offering(models.Model):
@@ -98,3 +99,16 @@ class PricePlan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.offering_id} {self.region} {self.plan}"
+
+
+class StoragePrice(models.Model):
+    """What a GB-hour of provisioned volume of ``volume_type`` costs, in minor units of its
+    currency (issue 32: volumes are billed for their size, used or not)."""
+
+    volume_type = models.CharField(max_length=8, primary_key=True)
+    price_per_gb_hour_minor = models.PositiveBigIntegerField()
+    currency = models.CharField(max_length=3, help_text="ISO 4217, e.g. USD.")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.volume_type}: {self.price_per_gb_hour_minor} {self.currency}/GB-h"

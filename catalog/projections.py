@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from catalog import events as ev
-from catalog.models import Offering, OfferingGpuModel, PricePlan
+from catalog.models import Offering, OfferingGpuModel, PricePlan, StoragePrice
 from events import projections
 from events.projections import handles
 from events.store import RecordedEvent
@@ -13,7 +13,7 @@ from events.store import RecordedEvent
 
 class Catalog(projections.Projection):
     name = "catalog.catalog"
-    models = (Offering, OfferingGpuModel, PricePlan)
+    models = (Offering, OfferingGpuModel, PricePlan, StoragePrice)
 
     def apply_batch(self, events: Iterable[RecordedEvent]) -> None:
         heads: dict[str, RecordedEvent] = {}
@@ -74,6 +74,18 @@ class Catalog(projections.Projection):
     @handles(ev.PricePlanRemoved)
     def price_plan_removed(self, event: RecordedEvent) -> None:
         PricePlan.objects.filter(id=event.data["price_plan_id"]).delete()
+
+    @handles(ev.StoragePriceSet)
+    def storage_price_set(self, event: RecordedEvent) -> None:
+        data = event.data
+        StoragePrice.objects.update_or_create(
+            volume_type=data["volume_type"],
+            defaults={
+                "price_per_gb_hour_minor": data["price_per_gb_hour_minor"],
+                "currency": data["currency"],
+                "updated_at": event.recorded_at,
+            },
+        )
 
 
 projections.register(Catalog(), synchronous=True)

@@ -44,7 +44,17 @@ PLANS_BY_KIND: dict[str, frozenset[str]] = {
     OfferingKind.TRAINING: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
     OfferingKind.INFERENCE: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),
     OfferingKind.RESERVED: frozenset({Plan.RESERVED}),
+    OfferingKind.DEV: frozenset({Plan.ON_DEMAND, Plan.PREEMPTIBLE}),  # issue 32
 }
+
+
+# The workload an offering's kind runs: a job, a dev environment, else a service.
+WORKLOAD_KINDS: dict[str, WorkloadKind] = {
+    OfferingKind.TRAINING: WorkloadKind.JOB,
+    OfferingKind.DEV: WorkloadKind.DEV,
+}
+# Kinds ordered one at a time, on one node.
+ONE_NODE_KINDS = (OfferingKind.INSTANCE, OfferingKind.DEV)
 
 
 def _append(actor: Actor, slug: str, events: Sequence[DomainEvent], expected_version: int) -> None:
@@ -197,8 +207,8 @@ def _check_definition(wanted: ev.OfferingDefined) -> None:
             problems["gpu_milli"] = ["a share is of one GPU: gpus_per_node must be 1"]
         elif not all(known.get(m, True) for m in wanted.gpu_models):
             problems["gpu_milli"] = ["every GPU model of a shared offering must be shareable"]
-    if wanted.kind == OfferingKind.INSTANCE and wanted.max_nodes != 1:
-        problems["max_nodes"] = ["an instance is on one node"]
+    if wanted.kind in ONE_NODE_KINDS and wanted.max_nodes != 1:
+        problems["max_nodes"] = [f"an offering of kind {wanted.kind} is on one node"]
     if wanted.kind == OfferingKind.RESERVED and not (wanted.max_gpus and wanted.max_duration_s):
         problems["max_gpus"] = ["reserved capacity needs max_gpus and max_duration_s"]
     problems |= _program_problems(wanted)
@@ -214,7 +224,7 @@ def _program_problems(wanted: ev.OfferingDefined) -> dict[str, list[str]]:
     spec = WorkloadSpec(
         name=wanted.slug,
         gpu_models=(),
-        kind=WorkloadKind.JOB if wanted.kind == OfferingKind.TRAINING else WorkloadKind.SERVICE,
+        kind=WORKLOAD_KINDS.get(wanted.kind, WorkloadKind.SERVICE),
         image=wanted.image or None,
         command=tuple(wanted.command),
         env=wanted.env,

@@ -1,9 +1,11 @@
 from django.urls import path
 
 from console.views import (
+    account,
     auth,
     billing,
     capacity,
+    dev,
     home,
     joining,
     operator,
@@ -44,4 +46,6 @@ urlpatterns = [
     *billing.urlpatterns,
     *operator.urlpatterns,
     *operator_capacity.urlpatterns,
+    *account.urlpatterns,  # issue 32: the user's SSH keys
+    *dev.urlpatterns,  # issue 32: start a GPU dev environment
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.conf import settings
 from django.http.response import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -81,7 +82,7 @@ class NodeAssignmentsView(NodeAgentView):
 
 
 def _listed(listed: Listed) -> dict[str, Any]:
-    assignment, workload = listed.assignment, listed.workload
+    assignment, workload, notice = listed.assignment, listed.workload, listed.notice
     return {
         "id": str(assignment.pk),
         "workload_id": str(workload.pk),
@@ -98,9 +99,34 @@ def _listed(listed: Listed) -> dict[str, Any]:
         "ports": list(workload.ports),
         "cpu_milli": listed.cpu_milli,
         "memory_mib": listed.memory_mib,
-        "stop_grace_s": selectors.stop_grace_s(),
+        "volumes": listed.volumes,
+        "stop_grace_s": notice.grace_s if notice else selectors.stop_grace_s(),
         "last_seq": assignment.last_seq,
+        # issue 32: the run's sshd and the keys it takes (absent: no SSH)
+        **({} if listed.ssh_keys is None else {"ssh": {"authorized_keys": listed.ssh_keys}}),
+        **_idle_stop(workload),
+        # Preemption with notice, and resume (issue 32).
+        "notice": _notice(notice),
+        "restarts": listed.restarts,
     }
+
+
+def _notice(notice: selectors.Notice | None) -> dict[str, Any] | None:
+    if notice is None:
+        return None
+    return {
+        "reason": notice.reason,
+        "deadline": notice.deadline.isoformat(),
+        "grace_s": round(notice.grace_s, 3),
+    }
+
+
+def _idle_stop(workload: Workload) -> dict[str, Any]:
+    """A dev environment's idle stop, for its agent to apply (issue 32)."""
+    if workload.idle_stop_s is None:
+        return {}
+    pct = settings.GPU_IDLE_THRESHOLD_PCT
+    return {"idle_stop": {"after_s": workload.idle_stop_s, "gpu_below_pct": pct}}
 
 
 class NodeReportsView(NodeAgentView):

@@ -47,6 +47,7 @@ class PortData(BaseModel):
 
     port: int
     address: str
+    kind: str = "port"  # "ssh": the run's sshd (issue 32)
 
 
 @event_type("execution.AssignmentReported")

@@ -12,15 +12,20 @@ import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models import Exists, OuterRef, Q, Subquery, Sum
+from django.utils import timezone
 
 from execution.models import ENDED_STATES, Assignment, AssignmentOutput, AssignmentState, LogChunk
 from inventory.drivers import RunOutcome, RunState
 from inventory.models import Gpu, Node
+from scheduler import services as scheduling
 from scheduler.models import FINAL_STATUSES, Allocation, Workload, WorkloadStatus
+from scheduler.specs import MAX_RUNTIME_S
+from storage import selectors as storage
 from tenants import selectors as tenancy
 from tenants.models import Project
 
@@ -28,6 +33,33 @@ RUN = "run"
 STOP = "stop"
 MASTER_PORT_BASE = 20_000
 MASTER_PORT_SPAN = 20_000  # 20000-39999
+
+
+# --- the jump host (issue 32) ----------------------------------------------------------------
+
+
+def ssh_jump_permits(*, key_type: str, key_base64: str) -> str | None:
+    """The gateway sshd's ``AuthorizedKeysCommand`` answer for one offered key: the key, may
+    only forward to the sshd endpoints of the running workloads it may log in to
+    (``restrict,port-forwarding,permitopen=...``); None where it reaches none (refused)."""
+    projects = tenancy.ssh_key_projects(public_key=f"{key_type} {key_base64}")
+    if not projects:
+        return None
+    endpoints = Workload.objects.filter(
+        project_id__in=projects, ssh=True, status=WorkloadStatus.RUNNING
+    ).values_list("endpoints", flat=True)
+    opens = sorted(
+        {
+            str(endpoint["address"])
+            for listed in endpoints
+            for endpoint in listed
+            if endpoint.get("kind") == "ssh"
+        }
+    )
+    if not opens:
+        return None
+    permits = ",".join(f'permitopen="{address}"' for address in opens)
+    return f"restrict,port-forwarding,{permits} {key_type} {key_base64}"
 
 
 # --- what a node runs ------------------------------------------------------------------------
@@ -43,7 +75,7 @@ def node_desired(node: Node) -> list[tuple[Assignment, str]]:
     live = Allocation.objects.filter(pk=OuterRef("allocation_id"), released_at__isnull=True)
     rows = (
         Assignment.objects.filter(node=node)
-        .annotate(runs_on_it=Exists(running), live=Exists(live))
+        .annotate(runs_on_it=Exists(running), live=Exists(live), **_notice_facts())
         .filter(Q(runs_on_it=True, live=True) | Q(state=AssignmentState.RUNNING))
         .order_by("id")
     )
@@ -56,15 +88,41 @@ def node_runs_left(node: Node) -> list[Assignment]:
     return [a for a, state in node_desired(node) if state == STOP]
 
 
-def desired_version(desired: Sequence[tuple[Assignment, str]]) -> str:
-    """The listing's version: a digest of its (id, desired) pairs."""
-    text = ";".join(f"{a.pk}={state}" for a, state in desired)
+def desired_version(
+    desired: Sequence[tuple[Assignment, str]], ssh_keys: dict[uuid.UUID, list[str]] | None = None
+) -> str:
+    """The listing's version: a digest of its (id, desired) pairs and their notices, and of the
+    SSH keys each run taking SSH authorizes (so a key added or removed, or a member gone, is
+    news)."""
+    now = timezone.now()
+    text = ";".join(f"{a.pk}={state}{_notice_mark(a, state, now)}" for a, state in desired)
+    for assignment_id, keys in sorted((ssh_keys or {}).items()):
+        text += f";{assignment_id}:" + ",".join(keys)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def ssh_keys_of(desired: Sequence[tuple[Assignment, str]]) -> dict[uuid.UUID, list[str]]:
+    """Per assignment to run whose workload takes SSH (issue 32), the ``authorized_keys``
+    lines of its project's members (``<type> <base64> <fingerprint>``)."""
+    wanted = [a.pk for a, state in desired if state == RUN]
+    rows = Workload.objects.filter(
+        pk__in=[a.workload_id for a, state in desired if state == RUN], ssh=True
+    ).values_list("pk", "project_id")
+    projects = dict(rows)
+    if not projects:
+        return {}
+    keys = tenancy.ssh_keys_authorized(project_ids=set(projects.values()))
+    return {
+        a.pk: [f"{k.public_key} {k.fingerprint}" for k in keys[projects[a.workload_id]]]
+        for a, _ in desired
+        if a.pk in wanted and a.workload_id in projects
+    }
 
 
 def node_desired_version(node: Node) -> str:
     """The version of the node's listing as it is now."""
-    return desired_version(node_desired(node))
+    desired = node_desired(node)
+    return desired_version(desired, ssh_keys_of(desired))
 
 
 @dataclass(frozen=True)
@@ -78,12 +136,17 @@ class Listed:
     gpus: list[dict[str, Any]]
     cpu_milli: int
     memory_mib: int
+    volumes: list[dict[str, Any]]
+    notice: Notice | None = None
+    restarts: int = 0
+    ssh_keys: list[str] | None = None  # issue 32: None, no SSH; else authorized_keys lines
 
 
 def node_assignments(node: Node) -> tuple[str, list[Listed]]:
     """The node's listing and its version. The environment holds the secrets' values of the
     assignments to run: this answer is the only place they leave the control plane."""
     desired = node_desired(node)
+    ssh_keys = ssh_keys_of(desired)
     rows = [a for a, _ in desired]
     workloads = Workload.objects.in_bulk({a.workload_id for a in rows})
     allocations = Allocation.objects.in_bulk({a.allocation_id for a in rows})
@@ -95,6 +158,9 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
         ).select_related("node")
     }
     uuids = dict(Gpu.objects.filter(node=node).values_list("index", "uuid"))
+    restarts = runs_before(rows)
+    now = timezone.now()
+    mounts = storage.volume_mounts({w.pk: w.volumes for w in workloads.values()})
     listed = []
     for assignment, state in desired:
         workload = workloads[assignment.workload_id]
@@ -121,9 +187,13 @@ def node_assignments(node: Node) -> tuple[str, list[Listed]]:
                 gpus=[{"index": i, "uuid": uuids.get(i, "")} for i in assignment.gpus],
                 cpu_milli=int(placement["cpu_milli"]),
                 memory_mib=int(placement["memory_mib"]),
+                notice=notice_of(assignment, state, now),
+                restarts=restarts.get(assignment.pk, 0),
+                volumes=mounts.get(workload.pk, []),
+                ssh_keys=ssh_keys.get(assignment.pk),
             )
         )
-    return desired_version(desired), listed
+    return desired_version(desired, ssh_keys), listed
 
 
 def _env(
@@ -172,6 +242,73 @@ def master_port(allocation_id: uuid.UUID) -> int:
 
 def stop_grace_s() -> float:
     return float(settings.AGENT_STOP_GRACE_S)
+
+
+# --- Preemption with notice, and resume (issue 32) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The run is stopped at ``deadline`` (NeoCloud's clock); ``grace_s`` is what is left of
+    it when the agent asks, which the agent counts on its own clock."""
+
+    reason: str
+    deadline: datetime
+    grace_s: float
+
+
+def _notice_facts() -> dict[str, Subquery]:
+    """What a listed assignment's notice follows from: its allocation's release and its
+    workload's run (while the workload runs on that allocation)."""
+    allocation = Allocation.objects.filter(pk=OuterRef("allocation_id"))
+    run = Workload.objects.filter(
+        pk=OuterRef("workload_id"), allocation_id=OuterRef("allocation_id")
+    )
+    return {
+        "released_for": Subquery(allocation.values("release_reason")[:1]),
+        "released_on": Subquery(allocation.values("released_at")[:1]),
+        "run_started_at": Subquery(run.values("started_at")[:1]),
+        "run_max_s": Subquery(run.values("max_runtime_s")[:1]),
+    }
+
+
+def notice_of(assignment: Assignment, desired: str, now: datetime) -> Notice | None:
+    """Derived, like the desired state (``scheduler.services.notices`` records it for the
+    owner): a run to stop because it was preempted is killed ``notice_s`` after the release;
+    a run whose ``max_runtime_s`` ends within ``notice_s`` is told before it ends."""
+    notice = scheduling.notice_s()
+    deadline: datetime | None = None
+    reason = ""
+    if desired == STOP and getattr(assignment, "released_for", "") == "preempted":
+        released_on = assignment.released_on  # type: ignore[attr-defined]
+        deadline, reason = released_on + timedelta(seconds=notice), "preempted"
+    started, most = (
+        getattr(assignment, "run_started_at", None),
+        getattr(assignment, "run_max_s", None),
+    )
+    if desired == RUN and started is not None and most is not None:
+        ends = started + timedelta(seconds=min(most, MAX_RUNTIME_S))
+        if now >= ends - timedelta(seconds=notice):
+            deadline, reason = ends, "max_runtime"
+    if deadline is None:
+        return None
+    return Notice(reason, deadline, max(0.0, (deadline - now).total_seconds()))
+
+
+def _notice_mark(assignment: Assignment, desired: str, now: datetime) -> str:
+    """A notice changes the listing's version (its grace does not)."""
+    notice = notice_of(assignment, desired, now)
+    return f"!{notice.reason}" if notice else ""
+
+
+def runs_before(rows: Sequence[Assignment]) -> dict[uuid.UUID, int]:
+    """Per assignment, the runs its workload had before this one (its allocation): what
+    ``NEOCLOUD_RESTARTS`` says. A run is counted once, by its rank 0."""
+    firsts = Assignment.objects.filter(workload_id__in={a.workload_id for a in rows}, rank=0)
+    started = list(firsts.values_list("workload_id", "created_at"))
+    return {
+        a.pk: sum(1 for w, at in started if w == a.workload_id and at < a.created_at) for a in rows
+    }
 
 
 # --- how a run goes --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ MAX_CHUNKS = 1024
 MAX_OFFSET = 1 << 62
 MAX_PID = (1 << 31) - 1
 REPORT_KINDS = ("started", "start_failed", "exited", "ports")
+ENDPOINT_KINDS = ("port", "ssh")  # "ssh": the run's sshd (issue 32)
 
 
 # --- the agent's side ------------------------------------------------------------------------
@@ -47,6 +48,34 @@ class GpuRefSerializer(serializers.Serializer):  # type: ignore[type-arg]
     uuid = serializers.CharField()
 
 
+# --- Preemption with notice (issue 32) ---
+class ListedNoticeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    reason = serializers.ChoiceField(choices=["preempted", "max_runtime"])
+    deadline = serializers.DateTimeField(help_text="When the run is killed (NeoCloud's clock).")
+    grace_s = serializers.FloatField(help_text="Seconds left until then, when listed.")
+
+
+class ListedVolumeSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.UUIDField()
+    type = serializers.CharField(help_text="local or shared")
+    host_path = serializers.CharField(
+        allow_blank=True, help_text="A shared volume's directory; blank: the agent's own."
+    )
+    path = serializers.CharField(help_text="Where the run sees it, under /mnt/.")
+    read_only = serializers.BooleanField()  # type: ignore[assignment]  # a field, not the flag
+
+
+class SshAccessSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    authorized_keys = serializers.ListField(
+        child=serializers.CharField(), help_text="authorized_keys lines of the project's members"
+    )
+
+
+class IdleStopSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    after_s = serializers.FloatField(help_text="without SSH sessions nor GPU use this long")
+    gpu_below_pct = serializers.FloatField(help_text="a GPU under this utilisation is unused")
+
+
 class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-arg]
     id = serializers.UUIDField()
     workload_id = serializers.UUIDField()
@@ -63,8 +92,13 @@ class ListedAssignmentSerializer(serializers.Serializer):  # type: ignore[type-a
     ports = serializers.ListField(child=serializers.IntegerField())
     cpu_milli = serializers.IntegerField()
     memory_mib = serializers.IntegerField()
+    volumes = ListedVolumeSerializer(many=True)
     stop_grace_s = serializers.FloatField()
     last_seq = serializers.IntegerField()
+    notice = ListedNoticeSerializer(allow_null=True)
+    restarts = serializers.IntegerField(help_text="Runs of the workload before this one.")
+    ssh = SshAccessSerializer(required=False, help_text="present when the run takes SSH")
+    idle_stop = IdleStopSerializer(required=False, help_text="a dev environment's idle stop")
 
 
 class AssignmentsListingSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -87,6 +121,7 @@ class CgroupsSerializer(StrictObjectSerializer):
 class ReportedPortSerializer(serializers.Serializer):  # type: ignore[type-arg]
     port = StrictIntegerField(min_value=1, max_value=65535)
     address = StrictCharField(max_length=300)
+    kind = StrictChoiceField(choices=ENDPOINT_KINDS, required=False, default="port")
 
 
 class ReportSerializer(serializers.Serializer):  # type: ignore[type-arg]

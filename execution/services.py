@@ -159,7 +159,8 @@ def _endpoints_set(
     if workload is None:
         return
     mine: list[dict[str, object]] = [
-        {"port": p["port"], "address": p["address"], "node": node.name} for p in reported
+        {"port": p["port"], "address": p["address"], "node": node.name, "kind": p["kind"]}
+        for p in reported
     ]
     scheduler.workload_endpoints_set(
         actor=actor, workload=workload, endpoints=mine, allocation_id=assignment.allocation_id

@@ -179,6 +179,7 @@ class NodeHeartbeatView(APIView):
             node=node,
             gpus=reports,
             agent=services.AgentInfo(**agent) if agent is not None else None,
+            volumes=[(v["id"], v["used_bytes"]) for v in data.validated_data["volumes"]],
         )
         return Response(
             {

@@ -12,6 +12,8 @@ which sit above the services that set them off. The scheduler registers the firs
 - ``provisioning_step_finished`` (``call_all``): an attempt of a step was performed (phase,
   step, its status ``succeeded``/``retrying``/``failed``, seconds the driver took);
   monitoring registers it. An answer must be cheap and never raise.
+- ``volumes_measured`` (``call_all``): a node's agent measured what volumes hold (volume id,
+  bytes), inside the heartbeat's transaction; storage registers it.
 """
 
 from __future__ import annotations
@@ -30,4 +32,7 @@ provisioning_step_enqueue: Hook[[uuid.UUID, int], None] = Hook(
 # (phase, step, status, seconds)
 provisioning_step_finished: Hook[[str, str, str, float], None] = Hook(
     "inventory.provisioning_step_finished"
+)
+volumes_measured: Hook[[Node, list[tuple[uuid.UUID, int]]], None] = Hook(
+    "inventory.volumes_measured"
 )

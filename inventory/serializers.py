@@ -17,6 +17,7 @@ from neocloud.api.fields import (
     StrictFloatField,
     StrictIntegerField,
     StrictType,
+    StrictUUIDField,
 )
 
 
@@ -126,6 +127,7 @@ class AgentInfoSerializer(serializers.Serializer):  # type: ignore[type-arg]
     fake_gpus = serializers.BooleanField()
     cgroups = serializers.BooleanField()
     cgroups_note = serializers.CharField()
+    volumes_disk_gb = serializers.IntegerField(default=0, help_text="offered to local volumes")
 
 
 class NodeDetailSerializer(NodeSerializer):
@@ -200,14 +202,24 @@ class AgentReportSerializer(StrictType, serializers.Serializer):  # type: ignore
     fake_gpus = StrictBooleanField(required=False, default=False)
     cgroups = StrictBooleanField(required=False, default=False)
     cgroups_note = StrictCharField(max_length=300, required=False, default="", allow_blank=True)
+    volumes_disk_gb = StrictIntegerField(
+        min_value=0, max_value=1 << 40, required=False, default=0, help_text="for local volumes"
+    )
+
+
+class VolumeUsageSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = StrictUUIDField()
+    used_bytes = StrictIntegerField(min_value=0, max_value=1 << 62)
 
 
 class HeartbeatSerializer(serializers.Serializer):  # type: ignore[type-arg]
     """A node agent's report. With ``agent`` it is a full report (every GPU of the node),
-    checked against the fleet; without, it may name only some GPUs (older agents)."""
+    checked against the fleet; without, it may name only some GPUs (older agents).
+    ``volumes``: what the volumes its runs mount hold, as it last measured them."""
 
     agent = AgentReportSerializer(required=False, default=None)
     gpus = GpuReportSerializer(many=True, max_length=256, required=False, default=list)  # type: ignore[call-arg]
+    volumes = VolumeUsageSerializer(many=True, max_length=1024, required=False, default=list)  # type: ignore[call-arg]
 
     def validate_gpus(self, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
         seen: set[int] = set()

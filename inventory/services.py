@@ -373,6 +373,7 @@ class AgentInfo:
     fake_gpus: bool = False
     cgroups: bool = False
     cgroups_note: str = ""
+    volumes_disk_gb: int = 0  # disk the agent offers local volumes (issue 32)
 
 
 def node_heartbeat(
@@ -381,12 +382,14 @@ def node_heartbeat(
     node: Node,
     gpus: Sequence[GpuHealth],
     agent: AgentInfo | None = None,
+    volumes: Sequence[tuple[uuid.UUID, int]] = (),
     now: datetime | None = None,
 ) -> Node:
     """A node agent reports in. Its time, its own description and its GPUs' telemetry are
     written in place (not events); a GPU that turns faulty or recovers is an event, and so
     is the cordon of a ready node whose full report does not match the fleet
-    (``Node.inventory_mismatch`` says what differs)."""
+    (``Node.inventory_mismatch`` says what differs). The volumes' usage it measured goes to
+    storage (``hooks.volumes_measured``), after the node's own append."""
     now = now or timezone.now()
     node = _locked(node)
     known = {gpu.index: gpu for gpu in Gpu.objects.filter(node=node)}
@@ -411,6 +414,8 @@ def node_heartbeat(
     _telemetry_write(node, known, gpus, agent, mismatch, now)
     if changes:
         _append(actor, ev.NODE_STREAM, str(node.pk), changes, node.version)
+    if volumes:
+        hooks.volumes_measured.call_all(node, list(volumes))
     return Node.objects.get(pk=node.pk)
 
 

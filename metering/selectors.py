@@ -34,7 +34,9 @@ from metering.intervals import (
     to_us,
 )
 from metering.models import Budget, BudgetAlert, OpenAllocation, UsageSlice
+from metering.storage import StorageUsage, provisioned_gb_seconds
 from neocloud.core.errors import ValidationFailed
+from storage.models import Volume
 from tenants.access import Action, Actor
 from tenants.models import Organization
 
@@ -435,3 +437,31 @@ def budget_refusal(organization: Organization) -> str | None:
         f" {gpu_hours(budget.limit_milli_gpu_seconds)} GPU-hours in"
         f" {month_of(now)[0]:%Y-%m}"
     )
+
+
+# --- Storage (issue 32) -----------------------------------------------------------------
+
+
+def storage_usage_for(organization_id: UUID, start: datetime, end: datetime) -> list[StorageUsage]:
+    """Each volume of the organization provisioned in [start, end), with its GB-seconds
+    there (``metering.storage``)."""
+    rows = Volume.objects.filter(organization_id=organization_id, created_at__lt=end).exclude(
+        deleted_at__lte=start
+    )
+    found = []
+    for volume in rows.order_by("created_at", "id"):
+        seconds = provisioned_gb_seconds(
+            volume.size_gb, volume.created_at, volume.deleted_at, start, end
+        )
+        if seconds:
+            found.append(
+                StorageUsage(
+                    volume_id=volume.pk,
+                    project_id=volume.project_id,
+                    name=volume.name,
+                    volume_type=volume.type,
+                    size_gb=volume.size_gb,
+                    gb_seconds=seconds,
+                )
+            )
+    return found

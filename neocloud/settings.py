@@ -104,12 +104,14 @@ INSTALLED_APPS = [
     "events",
     "tenants",
     "inventory",
+    "storage",
     "scheduler",
     "execution",
     "catalog",
     "orders",
     "metering",
     "billing",
+    "gateway",  # web ports through Caddy (issue 32)
     "console",
     "monitoring",
     "django_htmx",
@@ -307,8 +309,21 @@ GPU_IDLE_THRESHOLD_PCT = float(os.environ.get("GPU_IDLE_THRESHOLD_PCT", "5"))
 GPU_IDLE_FLAG_AFTER_S = float(os.environ.get("GPU_IDLE_FLAG_AFTER_S", "1800"))
 
 # --- Execution (PROVISIONING_DRIVER=agent: node agents run the work) ------------------------
+
+# SSH into runs (issue 32). The jump host users go through to nodes on a private network
+# (``user@host[:port]``, shown in each run's ``ssh -J`` command); empty: nodes are reached
+# directly at their advertised address.
+SSH_JUMP_HOST = os.environ.get("SSH_JUMP_HOST", "")
+# A dev environment (kind ``dev``) without its own ``idle_stop_s`` is stopped after this long
+# without an SSH session and without GPU use (below GPU_IDLE_THRESHOLD_PCT).
+DEV_IDLE_STOP_S = float(os.environ.get("DEV_IDLE_STOP_S", "3600"))
 # How long an agent waits after SIGTERM before it kills a run it stops.
 AGENT_STOP_GRACE_S = float(os.environ.get("AGENT_STOP_GRACE_S", "10"))
+# --- Preemption with notice (issue 32) ---
+# A run NeoCloud stops for its own reasons (preempted, its max_runtime_s ending) is told this
+# long before it is killed (SIGTERM and .neocloud/notice.json), so it can save a checkpoint;
+# never shorter than AGENT_STOP_GRACE_S.
+PREEMPTION_NOTICE_S = float(os.environ.get("PREEMPTION_NOTICE_S", "30"))
 # Output kept per workload (all its runs); past it, output is counted, not stored.
 # Workloads an organization and a project may have waiting (pending or admitted); a submission
 # past them is refused (409 too_much_waiting).
@@ -316,6 +331,14 @@ WAITING_WORKLOADS_PER_ORGANIZATION = int(
     os.environ.get("WAITING_WORKLOADS_PER_ORGANIZATION", "20000")
 )
 WAITING_WORKLOADS_PER_PROJECT = int(os.environ.get("WAITING_WORKLOADS_PER_PROJECT", "10000"))
+# --- Volumes (issue 32, docs/operations/storage.md) ---
+# The storage quota: GB the volumes of one organization may provision at once; a volume
+# past it is refused (409 storage_quota_exceeded).
+VOLUME_GB_PER_ORGANIZATION = int(os.environ.get("VOLUME_GB_PER_ORGANIZATION", "10000"))
+# Where each cluster's shared filesystem (NFS, Lustre...) is mounted on every one of its
+# nodes, by cluster slug, e.g. {"eu-west-1": "/mnt/neocloud"}; a cluster without one offers
+# no shared volumes.
+VOLUME_SHARED_PATHS: dict[str, str] = env_json("VOLUME_SHARED_PATHS", "{}")
 # Estimates and dry runs (each runs the engine over a cluster's line) an organization may ask
 # for a minute, through the API and the console together; past it 429 throttled.
 FORECASTS_PER_MINUTE_PER_ORGANIZATION = int(
@@ -468,3 +491,28 @@ LOGGING = logging_config(
 # --- Health (/readyz) -------------------------------------------------------------------------
 # Unready when a consumer's oldest unhandled event waits longer than this.
 READY_MAX_CONSUMER_LAG_S = float(os.environ.get("READY_MAX_CONSUMER_LAG_S", "60"))
+
+# --- Web gateway (issue 32): web ports through Caddy, authorized by /gateway/auth -------------
+# The domain whose subdomains serve web ports: https://<endpoint id>.<GATEWAY_DOMAIN>/ (a
+# wildcard DNS record and certificate). Empty: no gateway (no URLs, no routes).
+GATEWAY_DOMAIN = os.environ.get("GATEWAY_DOMAIN", "")
+# The scheme of those URLs: https in production, http for a gateway on loopback (tests, demo).
+GATEWAY_SCHEME = os.environ.get("GATEWAY_SCHEME", "https")
+if GATEWAY_SCHEME not in {"http", "https"}:
+    raise ImproperlyConfigured("GATEWAY_SCHEME is http or https")
+# Caddy's admin API; bind it to loopback (it has no authentication of its own).
+GATEWAY_ADMIN_URL = os.environ.get("GATEWAY_ADMIN_URL", "http://127.0.0.1:2019")
+# The addresses Caddy's gateway server listens on.
+GATEWAY_LISTEN = env_list("GATEWAY_LISTEN", ":443")
+# Where Caddy reaches NeoCloud's web processes for forward_auth (host:port).
+GATEWAY_AUTH_UPSTREAM = os.environ.get("GATEWAY_AUTH_UPSTREAM", "127.0.0.1:8000")
+# The console's own address, where a browser without the endpoint's cookie is sent to sign in.
+GATEWAY_CONSOLE_URL = os.environ.get("GATEWAY_CONSOLE_URL", "http://127.0.0.1:8000")
+# How long the endpoint's cookie (set after a sign-in or a ?token=) lets a browser in.
+GATEWAY_COOKIE_MAX_AGE_S = int(os.environ.get("GATEWAY_COOKIE_MAX_AGE_S", "43200"))
+# Beat puts Caddy's routes back to the live endpoints this often (after a crash, a lost call).
+GATEWAY_RECONCILE_S = float(os.environ.get("GATEWAY_RECONCILE_S", "30"))
+CELERY_BEAT_SCHEDULE["gateway-reconcile"] = {
+    "task": "gateway.reconcile",
+    "schedule": GATEWAY_RECONCILE_S,
+}

@@ -192,9 +192,9 @@ def _shape(
         raise _refuse("starts_at", "a window is for reserved capacity only")
     if reserved:
         return _reserved_shape(offering, plan, price, gpu_models, request)
-    if kind == OfferingKind.INSTANCE and quantity != 1:
+    if kind in catalog.ONE_NODE_KINDS and quantity != 1:
         raise _refuse("quantity", "an order is for one instance; order again for more")
-    if kind != OfferingKind.INSTANCE and quantity > offering.max_nodes:
+    if kind not in catalog.ONE_NODE_KINDS and quantity > offering.max_nodes:
         unit = "nodes" if kind == OfferingKind.TRAINING else "replicas"
         raise _refuse("quantity", f"{offering.slug} allows at most {offering.max_nodes} {unit}")
     if offering.gpu_milli < WHOLE and quantity != 1:
@@ -531,7 +531,7 @@ def workload_spec(
     return WorkloadSpec(
         name=name,
         gpu_models=shape.gpu_models,
-        kind=WorkloadKind.JOB if job else WorkloadKind.SERVICE,
+        kind=catalog.WORKLOAD_KINDS.get(offering.kind, WorkloadKind.SERVICE),
         gpus_per_node=shape.gpus_per_node,
         nodes=shape.nodes,
         min_nodes=shape.min_nodes,

@@ -16,3 +16,9 @@ class SchedulerConfig(AppConfig):
         triggers.cycle_dispatch.register(tasks.cycle_dispatch)
         triggers.runs_start_dispatch.register(tasks.runs_start_dispatch)
         triggers.run_stop_dispatch.register(tasks.run_stop_dispatch)
+        triggers.runs_notice_dispatch.register(tasks.runs_notice_dispatch)
+        # Volumes (issue 32): one is deleted only when no workload mounts it.
+        from scheduler.selectors.volumes import workload_mounting
+        from storage import hooks as storage
+
+        storage.volume_in_use.register(workload_mounting)

@@ -30,6 +30,16 @@ PRIORITY_CLASS_STREAM = "priority_class"
 RESERVATION_STREAM = "reservation"
 
 
+class VolumeMountData(BaseModel):
+    """A volume a workload mounts, at ``path`` in its runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    volume: UUID
+    path: str
+    read_only: bool = False
+
+
 class PlacementData(BaseModel):
     """One node's part of an allocation."""
 
@@ -96,6 +106,10 @@ class WorkloadSubmitted(DomainEvent):
     secrets: list[str] = []
     working_dir: str | None = None
     ports: list[int] = []
+    volumes: list[VolumeMountData] = []  # the project's volumes its runs mount
+    http_ports: list[int] = []  # of ``ports``: served by the web gateway
+    ssh: bool = False  # issue 32: an sshd beside the run (older events: none)
+    idle_stop_s: float | None = None  # issue 32: a dev environment's idle stop
     # A task of a job array (``workload_submit_array``): the array's id, the task's index
     # (0 .. count - 1) and the array's size; none for a workload submitted alone.
     array_id: UUID | None = None
@@ -161,6 +175,7 @@ class EndpointData(BaseModel):
     port: int
     address: str
     node: str
+    kind: str = "port"  # "ssh": the run's sshd (issue 32)
 
 
 @event_type("scheduler.WorkloadEndpointsReported")
@@ -218,3 +233,16 @@ class ReservationCancelled(DomainEvent):
 
     reason: str
     charged: bool | None = None
+
+
+# --- Preemption with notice (issue 32) ---
+@event_type("scheduler.RunNoticeGiven")
+class RunNoticeGiven(DomainEvent):
+    """The run of ``allocation_id`` was told it will be stopped at ``deadline`` (SIGTERM and
+    ``.neocloud/notice.json`` from its agent): ``reason`` is ``preempted`` or
+    ``max_runtime``; ``notice_s`` the operator's ``PREEMPTION_NOTICE_S`` it was given."""
+
+    allocation_id: UUID
+    reason: str
+    deadline: datetime
+    notice_s: float

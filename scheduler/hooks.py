@@ -18,6 +18,8 @@ lists them all).
   what-if quotes beside each estimate. Billing registers it (its ``PriceBook``'s rules).
 - ``workload_ended`` (``on_commit``): each workload that reached a final status, after that
   commits (in a transaction of its own: it may lock its rows before the log's lock).
+- ``endpoints_changed`` (``on_commit``): a workload whose endpoints an agent's report changed,
+  after that commits. The web gateway registers it to route its web ports.
 - ``reservation_ended`` (``on_commit``): each reservation cancelled, and why, after that
   commits. A window that runs out is no event: apps following reservations check
   ``ends_at`` periodically.
@@ -58,6 +60,8 @@ gpu_hour_price: Hook[[str | None, str | None, str, str], tuple[int, str] | None]
 )
 workload_ended: Hook[[Workload], None] = Hook("scheduler.workload_ended")
 reservation_ended: Hook[[Reservation, str], None] = Hook("scheduler.reservation_ended")
+# (workload id) after its endpoints changed commits; the web gateway registers it (issue 32)
+endpoints_changed: Hook[[uuid.UUID], None] = Hook("scheduler.endpoints_changed")
 # (cluster id, seconds, granted, preempted, waiting)
 cycle_finished: Hook[[uuid.UUID, float, int, int, int], None] = Hook("scheduler.cycle_finished")
 # (cluster id, kind of estimate, |estimated - actual start| in seconds)

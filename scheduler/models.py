@@ -96,6 +96,10 @@ class Workload(models.Model):
     secrets = models.JSONField(default=list)  # names of project secrets, never values
     working_dir = models.CharField(max_length=1024, blank=True)
     ports = models.JSONField(default=list)
+    volumes = models.JSONField(default=list)  # [{volume, path, read_only}]
+    http_ports = models.JSONField(default=list)  # of ``ports``: served by the web gateway
+    ssh = models.BooleanField(default=False)  # an sshd beside each run (issue 32)
+    idle_stop_s = models.FloatField(null=True, blank=True)  # a dev environment's (issue 32)
     # Where each port is reached, as the node agent will report it; none reports yet.
     endpoints = models.JSONField(default=list)
     # A task of a job array: the array, the task's index in it and the array's size.

@@ -212,6 +212,11 @@ class Scheduling(projections.Projection):
             version=event.version,
         )
 
+    # --- Preemption with notice (issue 32) ---
+    @handles(ev.RunNoticeGiven)
+    def notice_given(self, event: RecordedEvent) -> None:
+        Workload.objects.filter(id=event.stream_id).update(version=event.version)
+
     @handles(ev.ReservationCreated)
     def reservation_created(self, event: RecordedEvent) -> None:
         data = dict(event.data)

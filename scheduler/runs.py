@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import F
@@ -186,7 +186,10 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
             started_at=workload.started_at.timestamp(),
             now=now.timestamp(),
         )
-        if state.outcome is not RunOutcome.RUNNING:
+        if state.outcome is RunOutcome.FAILED and _noticed_max_runtime(*pair):
+            # It stopped on its notice (issue 32): it ended for its maximum, not a failure.
+            ending.append((pair, "max_runtime", f"stopped on notice: {state.message}"))
+        elif state.outcome is not RunOutcome.RUNNING:
             ending.append((pair, state.outcome.value, state.message))
         elif workload.max_runtime_s is not None and now >= workload.started_at + _span(
             workload.max_runtime_s
@@ -200,9 +203,55 @@ def runs_check(pairs: Sequence[Pair]) -> dict[Pair, Next]:
                 )
             )
         else:
+            _notice_if_due(workload, pair[1], now)
             outcome[pair] = _next_check(workload)
     outcome.update(atomic_with_retry(_ends_record, ending))
     return outcome
+
+
+# --- Preemption with notice (issue 32) ---
+
+
+def _notice_if_due(workload: Workload, allocation_id: uuid.UUID, now: datetime) -> None:
+    """A run whose maximum runtime ends within the notice is told now, so that it ends on
+    time with its checkpoint saved."""
+    if workload.max_runtime_s is None or workload.started_at is None:
+        return
+    deadline = workload.started_at + _span(workload.max_runtime_s)
+    if now >= deadline - timedelta(seconds=services.notice_s()):
+        atomic_with_retry(
+            services.run_notice_give,
+            actor=ACTOR,
+            workload_id=workload.pk,
+            allocation_id=allocation_id,
+            reason="max_runtime",
+            deadline=deadline,
+        )
+
+
+def _noticed_max_runtime(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> bool:
+    notice = services.run_notice_of(workload_id, allocation_id)
+    return notice is not None and notice.get("reason") == "max_runtime"
+
+
+def runs_notice_preempted(pairs: Sequence[Pair]) -> None:
+    """Record the notice of preempted runs: they are killed ``notice_s`` after the
+    preemption released their GPUs (what their agents are told, from the release)."""
+    allocations = Allocation.objects.in_bulk([a for _, a in pairs])
+    for workload_id, allocation_id in pairs:
+        allocation = allocations.get(allocation_id)
+        if allocation is None or allocation.released_at is None:
+            continue
+        if allocation.release_reason != "preempted":
+            continue  # its run ended before the preemption did: nothing to tell
+        atomic_with_retry(
+            services.run_notice_give,
+            actor=ACTOR,
+            workload_id=workload_id,
+            allocation_id=allocation_id,
+            reason="preempted",
+            deadline=allocation.released_at + timedelta(seconds=services.notice_s()),
+        )
 
 
 def _ends_record(ending: Sequence[tuple[Pair, str, str]]) -> dict[Pair, Next]:
@@ -239,8 +288,14 @@ def _next_check(workload: Workload) -> Next:
     ends = [s for s in (workload.runtime_estimate_s, workload.max_runtime_s) if s is not None]
     if not ends:
         return Next()
+    now = timezone.now()
     due = workload.started_at + _span(min(ends))
-    return Next(check_in_s=max(0.0, (due - timezone.now()).total_seconds()))
+    if workload.max_runtime_s is not None:
+        # Its notice is due before its maximum (issue 32): looked at then, if still ahead.
+        notice = workload.started_at + _span(workload.max_runtime_s - services.notice_s())
+        if now < notice < due:
+            due = notice
+    return Next(check_in_s=max(0.0, (due - now).total_seconds()))
 
 
 def _span(seconds: float) -> timedelta:

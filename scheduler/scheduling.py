@@ -42,6 +42,7 @@ from scheduler.engine.cycle import Scheduler
 from scheduler.engine.fairshare import FairShareUsage
 from scheduler.engine.model import Allocation, Decisions, PendingReason
 from scheduler.models import SchedulerLease, WorkloadStatus, WorkloadWait
+from scheduler.models import Workload as WorkloadRow
 from scheduler.selectors.forecasts import forget_forecast_inputs
 from scheduler.snapshot import (
     ClusterView,
@@ -56,6 +57,8 @@ from scheduler.snapshot import (
     waiting_of,
 )
 from scheduler.standing import forget_standing, held_back
+from storage import events as volumes
+from storage import services as storage
 from tenants import events as tenancy
 
 logger = logging.getLogger(__name__)
@@ -83,6 +86,7 @@ REBUILD_TYPES = frozenset(
         ev.QueueConfigured.event_type,
         ev.ReservationCreated.event_type,
         ev.ReservationCancelled.event_type,
+        volumes.VolumePlaced.event_type,  # work mounting the volume now goes to its node
     }
 )
 # What moves a workload the cycle decides on, behind the scheduler's back: its owner's cancel
@@ -368,11 +372,20 @@ def _decide(state: ClusterState) -> CycleResult:
                 ),
             )
             state.version = recorded[-1].version
+            _place_local_volumes(state, decisions)
             triggers.runs_start(
                 [
                     (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
                     for e in recorded
                     if e.type == ev.AllocationGranted.event_type
+                ]
+            )
+            # Preemption with notice (issue 32): the victims are told, once this commits.
+            triggers.runs_notice(
+                [
+                    (uuid.UUID(e.data["workload_id"]), uuid.UUID(e.data["allocation_id"]))
+                    for e in recorded
+                    if e.type == ev.WorkloadPreempted.event_type
                 ]
             )
     _applied(state, decisions, changes, now.timestamp())
@@ -415,6 +428,25 @@ def _check_unmoved(state: ClusterState, decisions: Decisions) -> None:
         moved = decided.intersection(e.stream_id for e in batch)
         if moved:
             raise WorkloadsMoved(", ".join(sorted(moved)))
+
+
+def _place_local_volumes(state: ClusterState, decisions: Decisions) -> None:
+    """A local volume's first run decides its node (issue 32): recorded with the grant, in
+    its transaction. Only grants of work held to some nodes (``nodes_allowed``) are read."""
+    bound = {
+        a.workload: a.placements[0].node
+        for a in decisions.allocations
+        if state.view.requests[a.workload].nodes_allowed is not None
+    }
+    if not bound:
+        return
+    rows = WorkloadRow.objects.filter(id__in=list(bound)).values_list("id", "volumes")
+    for workload_id, mounts in rows:
+        for mount in mounts:
+            storage.volume_place(
+                volume_id=uuid.UUID(mount["volume"]),
+                node_id=uuid.UUID(bound[str(workload_id)]),
+            )
 
 
 def _decision_events(state: ClusterState, decisions: Decisions, now: datetime) -> list[DomainEvent]:
@@ -489,7 +521,7 @@ def _record_reasons(state: ClusterState, decisions: Decisions, now: datetime) ->
         WorkloadWait(
             workload_id=uuid.UUID(workload),
             cluster_id=state.cluster_id,
-            **reason_shown(reason),
+            **reason_shown(reason, state.view.node_names),
             updated_at=now,
         )
         for workload, reason in decisions.pending.items()

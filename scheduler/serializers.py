@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +31,7 @@ from scheduler import hooks
 from scheduler.engine import Topology
 from scheduler.engine.forecast import Basis
 from scheduler.models import Allocation, Reservation, Workload, WorkloadWait
-from scheduler.selectors import WorkloadState, estimate_message
+from scheduler.selectors import WorkloadState, estimate_message, ssh_commands
 from scheduler.specs import (
     MAX_ARG_BYTES,
     MAX_ARGS,
@@ -46,8 +48,10 @@ from scheduler.specs import (
     MAX_RETRY_LIMIT,
     MAX_RUNTIME_S,
     MAX_SECRETS,
+    MAX_VOLUMES,
     PricePlan,
     RestartPolicy,
+    VolumeMount,
     WorkloadKind,
     WorkloadSpec,
     program,
@@ -116,6 +120,7 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     estimate_basis = serializers.SerializerMethodField()
     estimate_message = serializers.SerializerMethodField()
     estimated_at = serializers.SerializerMethodField()
+    ssh_commands = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -153,6 +158,11 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "secrets",
             "working_dir",
             "ports",
+            "volumes",
+            "http_ports",
+            "ssh",
+            "ssh_commands",
+            "idle_stop_s",
             "endpoints",
             "runs",
             "failures",
@@ -174,6 +184,10 @@ class WorkloadSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def _state(self, workload: Workload) -> WorkloadState:
         states: dict[uuid.UUID, WorkloadState] = self.context["states"]
         return states[workload.pk]
+
+    def get_ssh_commands(self, workload: Workload) -> list[str]:
+        """How to log in to its runs (``ssh: true``), once their agents reported the port."""
+        return ssh_commands(workload)
 
     def get_placement(self, workload: Workload) -> dict[str, Any] | None:
         """The allocation held now: exact nodes and GPU indices."""
@@ -278,8 +292,36 @@ class ProgramFields(RequestSerializer):
     )
 
 
+class VolumeMountSerializer(RequestSerializer):
+    """A volume a workload's runs mount (``services.volumes`` checks the rest)."""
+
+    volume = StrictUUIDField()
+    path = StrictCharField(max_length=MAX_PATH_BYTES, help_text="under /mnt/, the run's own")
+    # The metaclass takes declared fields off the class: the name shadows no Field attribute.
+    read_only = StrictBooleanField(default=False)  # type: ignore[assignment]
+
+
 class WorkloadCreateSerializer(ProgramFields):
+    ssh = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="run an sshd beside it for the project's members' SSH keys",
+    )
+    idle_stop_s = StrictFloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_RUNTIME_S,
+        help_text="dev: stopped after this long without SSH sessions or GPU use",
+    )
     project = StrictPrimaryKeyRelatedField(queryset=Project.objects.all())
+    http_ports = UniqueListField(
+        child=StrictIntegerField(min_value=1, max_value=65535),
+        max_length=MAX_PORTS,
+        required=False,
+        help_text="those of ports served by the web gateway at a URL of their own",
+    )
     name = StrictCharField(max_length=128)
     kind = StrictChoiceField(
         choices=[k.value for k in WorkloadKind], default=WorkloadKind.JOB.value
@@ -328,6 +370,7 @@ class WorkloadCreateSerializer(ProgramFields):
         help_text="follows from the workload (reservation, preemptible, else on demand);"
         " naming another is refused",
     )
+    volumes = VolumeMountSerializer(many=True, required=False, max_length=MAX_VOLUMES)  # type: ignore[call-arg]
 
 
 class WorkloadCreateQuerySerializer(QuerySerializer):
@@ -450,15 +493,26 @@ class ClusterAllocationSerializer(serializers.Serializer):  # type: ignore[type-
 def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     """The spec a validated ``WorkloadCreateSerializer`` asks for (``raw``: the data it was
     given, to tell what was given); with an offering, the offering's terms fill the rest."""
+    spec = _spec_of(data, raw)
+    mounts = tuple(VolumeMount(**m) for m in data.get("volumes") or ())
+    return replace(spec, volumes=mounts) if mounts else spec
+
+
+def _spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
     offering = data.pop("offering", None)
     if offering:
-        given = {k: v for k, v in data.items() if k in raw and k != "region"}
+        # Web ports are the request's own: offerings carry ports, not which serve the web.
+        given = {
+            k: v
+            for k, v in data.items()
+            if k in raw and k not in {"region", "volumes", "http_ports"}
+        }
         spec = hooks.offering_workload_spec.first(offering, data.get("region"), given)
         if spec is None:
             raise ValidationFailed(
                 "no catalog to run offerings from", fields={"offering": ["unknown"]}
             )
-        return spec
+        return dataclasses.replace(spec, http_ports=tuple(data.get("http_ports") or ()))
     return WorkloadSpec(
         name=data["name"],
         gpu_models=tuple(data["gpu_models"]),
@@ -479,5 +533,8 @@ def workload_spec_of(data: dict[str, Any], raw: Any) -> WorkloadSpec:
         region=data.get("region"),
         reservation=data.get("reservation"),
         price_plan=PricePlan(data["price_plan"]) if data.get("price_plan") else None,
+        ssh=data.get("ssh", False),
+        idle_stop_s=data.get("idle_stop_s"),
         **program(data),
+        http_ports=tuple(data.get("http_ports") or ()),
     )

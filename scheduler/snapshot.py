@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Q
@@ -27,6 +27,7 @@ from scheduler.engine.model import (
     Placement,
     Policy,
     QueueConfig,
+    ReasonCode,
     Request,
     Reservation,
     Snapshot,
@@ -42,6 +43,7 @@ from scheduler.models import (
 )
 from scheduler.models import Allocation as AllocationRow
 from scheduler.models import Reservation as ReservationRow
+from storage import selectors as storage_selectors
 from tenants.models import Quota
 
 FAULT_PREFIX = "fault:"  # allocations that stand for faulty GPUs: never free, never preempted
@@ -79,7 +81,18 @@ def request_of(data: Mapping[str, Any]) -> Request:
         organization=str(data["organization_id"]),
         project=str(data["project_id"]),
         submitted_at=epoch(data["submitted_at"]),
+        nodes_allowed=local_volume_nodes(data.get("volumes") or ()),
     )
+
+
+def local_volume_nodes(mounts: Iterable[Mapping[str, Any]]) -> frozenset[str] | None:
+    """The nodes work mounting these volumes may go to (issue 32): where its local volumes'
+    data lives, or, for one not placed yet, the nodes with room for it; None when it mounts
+    no local volume (one read, and only for work that mounts volumes)."""
+    ids = [m["volume"] for m in mounts]
+    if not ids:
+        return None
+    return storage_selectors.local_volume_nodes(ids)
 
 
 def allocation_of(
@@ -159,11 +172,18 @@ def placements_of(view: ClusterView, allocation: Allocation) -> list[ev.Placemen
 MAX_REASON_MESSAGE = 500  # ``WorkloadWait.message``
 
 
-def reason_shown(reason: PendingReason) -> dict[str, Any]:
-    """A pending reason as a workload's ``WorkloadWait`` keeps it (and the API shows it)."""
+def reason_shown(
+    reason: PendingReason, node_names: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A pending reason as a workload's ``WorkloadWait`` keeps it (and the API shows it). The
+    engine names nodes by id; a person reads their names (``volume_locality``'s nodes)."""
+    message = reason.message
+    if reason.code is ReasonCode.VOLUME_LOCALITY and node_names:
+        for node in cast(list[str], reason.figures.get("nodes") or []):
+            message = message.replace(str(node), node_names.get(str(node), str(node)))
     return {
         "code": reason.code.value,
-        "message": reason.message[:MAX_REASON_MESSAGE],
+        "message": message[:MAX_REASON_MESSAGE],
         "figures": _plain(reason.figures),
     }
 

@@ -63,6 +63,7 @@ MAX_IMAGE_NAME = 255  # the grammar's bound on the name part
 class WorkloadKind(enum.StrEnum):
     JOB = "job"  # runs to completion; retried by ``retry_limit``
     SERVICE = "service"  # runs until cancelled; restarted by ``restart_policy``
+    DEV = "dev"  # a dev environment (issue 32): SSH always, until stopped or idle
 
 
 class RestartPolicy(enum.StrEnum):
@@ -75,6 +76,23 @@ class PricePlan(enum.StrEnum):
     ON_DEMAND = "on_demand"
     PREEMPTIBLE = "preemptible"
     RESERVED = "reserved"
+
+
+# --- Volumes (issue 32, docs/user-guide/volumes.md) ---
+MAX_VOLUMES = 16
+# A volume is mounted at a path under this directory, which each run has of its own (a
+# private one in its mount namespace, ``agent.volumes``): never a system directory, and
+# always inside what the run sees.
+VOLUME_MOUNT_ROOT = "/mnt"
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A volume of the workload's project, seen by its runs at ``path``."""
+
+    volume: uuid.UUID
+    path: str
+    read_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,13 @@ class WorkloadSpec:
     secrets: tuple[str, ...] = ()  # project secrets exposed as variables of their names
     working_dir: str | None = None  # absolute
     ports: tuple[int, ...] = ()  # a service's ports; where each is reached is reported later
+    volumes: tuple[VolumeMount, ...] = ()  # ``services.volumes`` checks them
+    # Web ports (issue 32): those of ``ports`` the gateway serves at a URL of their own. Not
+    # a program field: orders and offerings do not carry it.
+    http_ports: tuple[int, ...] = ()
+    # SSH (issue 32): the agent runs an sshd for the run, open to its project's members' keys.
+    ssh: bool = False
+    idle_stop_s: float | None = None  # a dev environment's; None: DEV_IDLE_STOP_S
 
 
 PROGRAM_FIELDS = ("command", "image", "env", "secrets", "working_dir", "ports")

@@ -194,6 +194,17 @@ def run_stop(workload_id: str, allocation_id: str) -> None:
     runs.run_stop(uuid.UUID(workload_id), uuid.UUID(allocation_id))
 
 
+# --- Preemption with notice (issue 32) ---
+def runs_notice_dispatch(preempted: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    runs_notice.delay([(str(w), str(a)) for w, a in preempted])
+
+
+@shared_task(name="scheduler.runs_notice", **RUN_TASK)
+def runs_notice(pairs: Sequence[Sequence[str]]) -> None:
+    """Record the notice of preempted runs (their agents derive it from the release)."""
+    runs.runs_notice_preempted(_pairs(pairs))
+
+
 @shared_task(name="scheduler.tick", ignore_result=True)
 def tick() -> None:
     """Time moves policies (aging, reservation windows) and runs (their ends): a cycle of

@@ -8,6 +8,8 @@ hooks (``neocloud.core.hooks``), registered in ``SchedulerConfig.ready``:
 - ``cycle_dispatch`` (``call_all``): a cycle of this cluster soon (``tasks.cycle_dispatch``);
 - ``runs_start_dispatch`` (``call_all``): start these granted runs (workload, allocation);
 - ``run_stop_dispatch`` (``call_all``): stop this run.
+- ``runs_notice_dispatch`` (``call_all``): tell these preempted runs (workload, allocation)
+  they are stopped at the end of their notice.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ runs_start_dispatch: Hook[[list[tuple[uuid.UUID, uuid.UUID]]], None] = Hook(
     "scheduler.runs_start_dispatch"
 )
 run_stop_dispatch: Hook[[uuid.UUID, uuid.UUID], None] = Hook("scheduler.run_stop_dispatch")
+runs_notice_dispatch: Hook[[list[tuple[uuid.UUID, uuid.UUID]]], None] = Hook(
+    "scheduler.runs_notice_dispatch"
+)
 
 
 def cycle_request(cluster_id: uuid.UUID) -> None:
@@ -51,6 +56,11 @@ def runs_start(grants: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
 
 def run_stop(workload_id: uuid.UUID, allocation_id: uuid.UUID) -> None:
     run_stop_dispatch.on_commit(workload_id, allocation_id)
+
+
+def runs_notice(preempted: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    if preempted:
+        runs_notice_dispatch.on_commit(preempted)
 
 
 def drain_check(node_ids: list[str]) -> None:

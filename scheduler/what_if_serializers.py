@@ -67,6 +67,16 @@ class AsAskedSerializer(serializers.Serializer):  # type: ignore[type-arg]
     basis = serializers.ListField(child=serializers.CharField())
 
 
+class VolumeLocalitySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    node = serializers.CharField(help_text="the node where its local volume's data lives")
+    starts_now = serializers.BooleanField(help_text="on that node, the next cycle")
+    wait_s = serializers.FloatField(allow_null=True, help_text="on that node; null: never")
+    elsewhere_starts_now = serializers.BooleanField(
+        help_text="anywhere in the cluster without the volumes, the next cycle"
+    )
+    elsewhere_wait_s = serializers.FloatField(allow_null=True)
+
+
 class WorkloadEstimateSerializer(serializers.Serializer):  # type: ignore[type-arg]
     summary = serializers.CharField(
         help_text='e.g. "4 x a100 now, or 4 x h100 in about 40 min"', read_only=True
@@ -78,6 +88,11 @@ class WorkloadEstimateSerializer(serializers.Serializer):  # type: ignore[type-a
         many=True,
         source="models",
         help_text="per GPU model, as if asked for that model alone; soonest first; never last",
+    )
+    locality = VolumeLocalitySerializer(
+        allow_null=True,
+        help_text="work that mounts a local volume placed on a node: there, or elsewhere"
+        " without the volume; null otherwise",
     )
 
 

@@ -33,6 +33,9 @@
 # Podman, for the node agent's container runtime test: installed with runc (apt-get, as root)
 # where missing; where it cannot be, that test is skipped and says why.
 # Chromium, for the console's browser tests: Debian's package (apt-get, as root) where missing.
+# Caddy, for the web gateway's tests: Debian's package (apt-get, as root) where missing.
+# OpenSSH (server and client) and nss_wrapper, for the runs' sshd and jump host tests (issue 32):
+# apt-get, as root, where missing; where they cannot be, those tests are skipped saying why.
 # One line per service on stderr tells which one is used.
 #
 # CMD runs in the foreground: Ctrl-C, or a signal sent to the whole process
@@ -396,6 +399,18 @@ setup_podman() {
     fi
 }
 
+# ---------------------------------------------------------------- openssh (issue 32)
+
+setup_openssh() {
+    if [[ -x /usr/sbin/sshd ]] && have ssh && [[ -e /usr/lib/x86_64-linux-gnu/libnss_wrapper.so ]]; then
+        log "openssh: /usr/sbin/sshd, $(command -v ssh)"
+    elif apt_install openssh-server openssh-client libnss-wrapper; then
+        log "openssh: installed"
+    else
+        log "openssh: not available (the SSH tests will be skipped)"
+    fi
+}
+
 # ---------------------------------------------------------------- chromium
 
 setup_chromium() {
@@ -405,6 +420,18 @@ setup_chromium() {
         log "chromium: installed"
     else
         log "chromium: not available (the console's browser tests will be skipped)"
+    fi
+}
+
+# ---------------------------------------------------------------- caddy
+
+setup_caddy() {
+    if have caddy; then
+        log "caddy: $(command -v caddy)"
+    elif apt_install caddy; then
+        log "caddy: installed (Debian's caddy)"
+    else
+        log "caddy: not available (the web gateway's tests will be skipped)"
     fi
 }
 
@@ -447,7 +474,9 @@ setup_postgres
 setup_redis
 setup_stripe
 setup_podman
+setup_openssh
 setup_chromium
+setup_caddy
 setup_promtool
 export DATABASE_URL REDIS_URL
 

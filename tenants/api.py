@@ -14,12 +14,15 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework.viewsets import GenericViewSet
 
 from events.serializers import AuditEventSerializer
 from neocloud.api.idempotency import idempotent
+from neocloud.api.pagination import Cursor
+from neocloud.core.transactions import atomic_with_retry
 from tenants import selectors, services
 from tenants import serializers as s
-from tenants.access import Action
+from tenants.access import Action, Actor
 from tenants.actor import actor_for
 from tenants.models import (
     ApiKey,
@@ -29,6 +32,7 @@ from tenants.models import (
     Project,
     Quota,
     Secret,
+    SshKey,
 )
 from tenants.viewsets import TenantViewSet
 
@@ -264,6 +268,41 @@ class SecretViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantView
 
     def destroy(self, request: Request, pk: str) -> Response:
         self.perform(services.secret_delete, secret=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SshKeyViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.DestroyModelMixin,
+    GenericViewSet,  # type: ignore[type-arg]
+):
+    """The caller's own SSH public keys, authorized on the runs (``ssh: true``) of every
+    project they may run work in."""
+
+    queryset = SshKey.objects.all()
+    serializer_class = s.SshKeySerializer
+    permission_classes = [IsAuthenticated]
+    pagination_class = Cursor
+
+    @property
+    def actor(self) -> Actor:
+        return actor_for(self.request)
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return selectors.ssh_key_list(actor=self.actor)
+
+    @extend_schema(request=s.SshKeyCreateSerializer, responses={201: s.SshKeySerializer})
+    @idempotent()
+    def create(self, request: Request) -> Response:
+        """Register a public key; a private key is refused (``ssh_key_private``)."""
+        body = s.SshKeyCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = atomic_with_retry(services.ssh_key_add, actor=self.actor, **body.validated_data)
+        return Response(s.SshKeySerializer(key).data, status=201)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        atomic_with_retry(services.ssh_key_remove, actor=self.actor, ssh_key=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

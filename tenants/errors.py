@@ -88,3 +88,23 @@ class KeyWiderThanCreator(ValidationFailed):
     """A key makes only keys within itself: its scopes, its project, its expiry."""
 
     code = "key_wider_than_creator"
+
+
+class SshKeyInvalid(ValidationFailed):
+    """``public_key`` is not an SSH public key we accept (ed25519, ECDSA, RSA of at least
+    3072 bits); ``fields.public_key`` says why (``not_a_key``, ``algorithm``, ``too_short``)."""
+
+    code = "ssh_key_invalid"
+
+
+class SshKeyPrivate(ValidationFailed):
+    """A private key was sent as ``public_key``: refused, and its text is kept nowhere."""
+
+    code = "ssh_key_private"
+
+
+class SshKeyTaken(Conflict):
+    """The user has registered this key (the same fingerprint) already."""
+
+    code = "ssh_key_taken"
+    retryable = False

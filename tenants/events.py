@@ -172,3 +172,26 @@ class SecretDeleted(DomainEvent):
     secret_id: UUID
     project_id: UUID
     name: str
+
+
+# --- SSH keys (issue 32): in the user's stream ---------------------------------------------
+
+
+@event_type("tenants.SshKeyAdded")
+class SshKeyAdded(DomainEvent):
+    """A user registered an SSH public key (``public_key``: ``<type> <base64>``, public
+    material only); runs of the user's projects that take SSH authorize it."""
+
+    ssh_key_id: UUID
+    name: str
+    public_key: str
+    algorithm: str
+    bits: int
+    fingerprint: str
+
+
+@event_type("tenants.SshKeyRemoved")
+class SshKeyRemoved(DomainEvent):
+    """The key is no longer authorized anywhere (the runs' ``authorized_keys`` follow)."""
+
+    ssh_key_id: UUID

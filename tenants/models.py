@@ -287,3 +287,30 @@ class Secret(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# --- SSH keys (issue 32) -------------------------------------------------------------------
+
+
+class SshKey(models.Model):
+    """A user's SSH public key, authorized on the runs (``ssh: true``) of every project the
+    user is a member of. A projection of the user's stream (``SshKeyAdded``/``SshKeyRemoved``):
+    public material only."""
+
+    id = models.UUIDField(primary_key=True)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    public_key = models.TextField()
+    algorithm = models.CharField(max_length=64)
+    bits = models.PositiveIntegerField()
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["user", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "fingerprint"], name="one_ssh_key_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"

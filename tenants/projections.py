@@ -16,6 +16,7 @@ from tenants.models import (
     OrganizationStatus,
     Project,
     Quota,
+    SshKey,
 )
 
 
@@ -190,3 +191,31 @@ class Tenancy(projections.Projection):
 
 
 projections.register(Tenancy(), synchronous=True)
+
+
+class SshKeys(projections.Projection):
+    """Users' SSH public keys, from the user streams (issue 32)."""
+
+    name = "tenants.ssh_keys"
+    models = (SshKey,)
+
+    @handles(ev.SshKeyAdded)
+    def ssh_key_added(self, event: RecordedEvent) -> None:
+        data = event.data
+        SshKey.objects.create(
+            id=data["ssh_key_id"],
+            user_id=event.stream_id,
+            name=data["name"],
+            public_key=data["public_key"],
+            algorithm=data["algorithm"],
+            bits=data["bits"],
+            fingerprint=data["fingerprint"],
+            created_at=event.recorded_at,
+        )
+
+    @handles(ev.SshKeyRemoved)
+    def ssh_key_removed(self, event: RecordedEvent) -> None:
+        SshKey.objects.filter(id=event.data["ssh_key_id"]).delete()
+
+
+projections.register(SshKeys(), synchronous=True)

@@ -20,9 +20,11 @@ from tenants.models import (
     Membership,
     Organization,
     Project,
+    ProjectsScope,
     Quota,
     Role,
     Secret,
+    SshKey,
     User,
 )
 from tenants.secrets import unseal
@@ -174,3 +176,65 @@ def secret_values(project: Project, names: Collection[str]) -> dict[str, str]:
     hands them to a workload. Never for an API response or a log line."""
     rows = Secret.objects.filter(project=project, name__in=names).values_list("name", "sealed")
     return {name: unseal(sealed) for name, sealed in rows}
+
+
+# --- SSH keys (issue 32) -------------------------------------------------------------------
+
+# Who gets a shell on a project's runs: those who may run work there (a viewer or a billing
+# contact reads, and does not log in).
+SSH_ROLES = (Role.OWNER, Role.ADMIN, Role.MEMBER)
+
+
+def ssh_key_list(*, actor: Actor) -> QuerySet[SshKey]:
+    """The acting user's own keys (nobody sees another's, operators included)."""
+    if actor.user is None:
+        return SshKey.objects.none()
+    return SshKey.objects.filter(user=actor.user).order_by("created_at", "id")
+
+
+def ssh_key_projects(*, public_key: str) -> set[UUID]:
+    """The projects whose runs ``public_key`` (``<type> <base64>``) may log in to: those of
+    every active user who registered it, by the rule of ``ssh_keys_authorized``."""
+    users = SshKey.objects.filter(public_key=public_key).values_list("user_id", flat=True)
+    memberships = Membership.objects.filter(
+        user_id__in=list(users), role__in=SSH_ROLES, user__is_active=True
+    ).prefetch_related("projects")
+    projects: set[UUID] = set()
+    for membership in memberships:
+        if membership.projects_scope == ProjectsScope.SELECTED and membership.role == Role.MEMBER:
+            projects.update(p.pk for p in membership.projects.all())
+        else:
+            projects.update(
+                Project.objects.filter(organization_id=membership.organization_id).values_list(
+                    "pk", flat=True
+                )
+            )
+    return projects
+
+
+def ssh_keys_authorized(*, project_ids: Collection[UUID]) -> dict[UUID, list[SshKey]]:
+    """Per project, the keys of the active users who may run work in it: members of its
+    organization with a role that runs work, and the project among theirs. One query."""
+    projects = Project.objects.filter(pk__in=project_ids).values_list("pk", "organization_id")
+    by_org: dict[UUID, list[UUID]] = {}
+    for project_id, organization_id in projects:
+        by_org.setdefault(organization_id, []).append(project_id)
+    result: dict[UUID, list[SshKey]] = {project_id: [] for project_id in project_ids}
+    if not by_org:
+        return result
+    memberships = Membership.objects.filter(
+        organization_id__in=by_org, role__in=SSH_ROLES, user__is_active=True
+    ).prefetch_related("projects", "user__ssh_keys")
+    for membership in memberships:
+        selected = {p.pk for p in membership.projects.all()}
+        for project_id in by_org[membership.organization_id]:
+            if (
+                membership.projects_scope == ProjectsScope.SELECTED
+                and membership.role == Role.MEMBER
+                and project_id not in selected
+            ):
+                continue
+            result[project_id].extend(membership.user.ssh_keys.all())
+    for keys in result.values():
+        keys.sort(key=lambda k: (k.fingerprint, str(k.pk)))
+    return result

@@ -30,9 +30,11 @@ from tenants.models import (
     Role,
     Scope,
     Secret,
+    SshKey,
     User,
 )
 from tenants.secrets import MAX_SECRET_VALUE_BYTES, MAX_VARIABLE_NAME
+from tenants.ssh_keys import MAX_KEY_NAME, MAX_PUBLIC_KEY_CHARS
 
 
 class OrganizationSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
@@ -269,3 +271,27 @@ class MeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     def get_api_key(self, user: User) -> dict[str, Any] | None:
         api_key = self.context.get("api_key")
         return dict(ApiKeySerializer(api_key).data) if api_key else None
+
+
+class SshKeySerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    """A registered SSH public key, with its fingerprint as ``ssh-keygen -lf`` prints it."""
+
+    class Meta:
+        model = SshKey
+        fields = ["id", "name", "public_key", "algorithm", "bits", "fingerprint", "created_at"]
+        read_only_fields = fields
+
+
+class SshKeyCreateSerializer(RequestSerializer):
+    public_key = StrictCharField(
+        max_length=MAX_PUBLIC_KEY_CHARS,
+        trim_whitespace=False,
+        help_text="one line of an OpenSSH .pub file: ed25519, ECDSA, or RSA of >= 3072 bits",
+    )
+    name = StrictCharField(
+        max_length=MAX_KEY_NAME,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="default: the key's comment",
+    )

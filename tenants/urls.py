@@ -11,5 +11,6 @@ router.register("invitations", api.InvitationViewSet)
 router.register("api-keys", api.ApiKeyViewSet)
 router.register("quotas", api.QuotaViewSet)
 router.register("secrets", api.SecretViewSet)
+router.register("ssh-keys", api.SshKeyViewSet)
 
 urlpatterns = [path("me", api.MeView.as_view(), name="me"), *router.urls]

@@ -162,12 +162,13 @@ def test_load_catalog_defines_the_starter_offerings_once() -> None:
     events = Event.objects.count()
     command("load_catalog", CATALOG)
 
-    assert printed == {"5": "offerings, 7 price plans"}
+    assert printed == {"6": "offerings, 8 price plans"}  # with issue 32's dev offering
     assert Event.objects.count() == events
     assert sorted(Offering.objects.values_list("slug", "kind")) == [
         ("1xh100", "instance"),
         ("8xh100", "instance"),
         ("a100-training", "training"),
+        ("h100-dev", "dev"),
         ("h100-reserved", "reserved"),
         ("l40s-inference", "inference"),
     ]

@@ -73,6 +73,7 @@ class Inputs:
     prices: rating.PriceBook
     regions: dict[uuid.UUID, str]
     sla_credits: dict[uuid.UUID, list[rating.SlaCredit]] = field(default_factory=dict)
+    storage_prices: dict[str, rating.GbHourPrice] = field(default_factory=dict)
 
     @classmethod
     def read(cls, period: Period) -> Inputs:
@@ -88,7 +89,12 @@ class Inputs:
             start=breach_month.start,
             end=breach_month.end,
         )
-        return cls(prices=prices, regions=regions, sla_credits=found)
+        return cls(
+            prices=prices,
+            regions=regions,
+            sla_credits=found,
+            storage_prices=selectors.storage_prices(),
+        )
 
 
 def drafts_for(organization: Organization, period: Period, inputs: Inputs) -> list[rating.Draft]:
@@ -103,6 +109,10 @@ def drafts_for(organization: Organization, period: Period, inputs: Inputs) -> li
         inputs.prices,
         selectors.usage_covered(organization.pk, period.start, period.end, windows),
     ) + rating.rate_reservations(windows, inputs.prices, period.start, period.end)
+    charges += rating.rate_storage(  # volumes' provisioned GB-hours (issue 32)
+        selectors.storage_usage_for(organization.pk, period.start, period.end),
+        inputs.storage_prices,
+    )
     currencies = {line.currency for line in charges}
     if commitment:
         currencies.add(account_currency)

@@ -24,6 +24,7 @@ from neocloud.core.errors import ApplicationError
 from neocloud.core.transactions import atomic_with_retry
 from scheduler import services
 from scheduler.models import Workload
+from scheduler.selectors import ssh_commands
 from tenants.access import Action
 
 
@@ -103,6 +104,7 @@ def _context(request: ConsoleRequest, workload: Workload) -> dict[str, object]:
         "detail": detail,
         "asked": selectors.gpus_asked(workload),
         "can_cancel": may_cancel and not detail.final,
+        "ssh_commands": ssh_commands(workload),  # issue 32
     }
 
 

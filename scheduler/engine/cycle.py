@@ -39,8 +39,8 @@ def schedule(
     return Scheduler(snapshot, policy).cycle(pending, now)
 
 
-# What placement reads of a request: its shape, gang minimum, CPU, memory and topology.
-Fit = tuple[int, int, int, int, int, int, Topology]
+# What placement reads of a request: its shape, gang minimum, CPU, memory, topology, nodes.
+Fit = tuple[int, int, int, int, int, int, Topology, frozenset[str] | None]
 
 
 def fit_key(request: Request) -> Fit:
@@ -52,6 +52,7 @@ def fit_key(request: Request) -> Fit:
         request.cpu_milli,
         request.memory_mib,
         request.topology,
+        request.nodes_allowed,
     )
 
 
@@ -195,6 +196,8 @@ class Scheduler:
                 granted.append(outcome.allocation)
                 continue
             waiting[request.id] = outcome
+            if request.nodes_allowed is not None and outcome.code in reasons.CAPACITY_CODES:
+                waiting[request.id] = reasons.volume_locality(request, outcome)
             if outcome.code is ReasonCode.QUOTA:
                 head_of_line.waits_for_quota(request, model_set)
             elif outcome.code in reasons.CAPACITY_CODES and self._fits_when_empty(

@@ -84,6 +84,9 @@ class Request(Value):
     project: str = ""
     submitted_at: float = 0.0
     min_nodes: int | None = None  # the gang minimum; None: all of ``nodes``
+    # Only these nodes (by name): where the data of a local volume it mounts lives, or the
+    # nodes with room for a new one. None: any node.
+    nodes_allowed: frozenset[str] | None = None
 
     @property
     def least_nodes(self) -> int:
@@ -219,6 +222,7 @@ class ReasonCode(enum.StrEnum):
     BEHIND_HIGHER_PRIORITY = "behind_higher_priority"
     TOPOLOGY = "topology"
     STANDING = "organization_standing"  # held back: its organization may start nothing now
+    VOLUME_LOCALITY = "volume_locality"  # its nodes_allowed (a local volume's node) are full
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,6 +191,13 @@ def _choice(capacity: Capacity, state_id: int, request: Request, shapes: Shapes)
 
 
 Option = tuple[tuple[float, int, str], Node, tuple[int, ...]]
+
+
+def _allowed(request: Request, name: str) -> bool:
+    """Whether the request may go to node ``name`` (``Request.nodes_allowed``)."""
+    return request.nodes_allowed is None or name in request.nodes_allowed
+
+
 _UNKNOWN: Final[Choice] = ((), -1.0, -1)  # a state not weighed yet for this kind of request
 
 
@@ -232,7 +239,7 @@ def place(
             ):
                 continue  # no node of this state can win, whatever its name
             for free in members:
-                if free.cpu >= cpu and free.memory >= memory:
+                if free.cpu >= cpu and free.memory >= memory and _allowed(request, free.name):
                     name = free.name
                     if (
                         best is None
@@ -256,7 +263,7 @@ def place(
             continue
         gpus, growth, left = choice
         for free in members:
-            if free.cpu >= cpu and free.memory >= memory:
+            if free.cpu >= cpu and free.memory >= memory and _allowed(request, free.name):
                 options.append(((growth, left, free.name), free.node, gpus))
     return _place_gang(options, request)
 
@@ -314,7 +321,7 @@ def _place_cpu_aware(
         thresholds = _thresholds(cpus, len(free))
         for figures in members:
             have = figures.cpu
-            if have < cpu or figures.memory < memory:
+            if have < cpu or figures.memory < memory or not _allowed(request, figures.name):
                 continue
             key = (
                 state_id,
@@ -354,7 +361,7 @@ def _place_single_cpu_aware(
         weighed: set[tuple[int, int]] = set()
         for figures in members:
             have = figures.cpu
-            if have < cpu or figures.memory < memory:
+            if have < cpu or figures.memory < memory or not _allowed(request, figures.name):
                 continue
             before = thresholds[bisect_right(thresholds, have) - 1]
             remains = thresholds[bisect_right(thresholds, have - cpu) - 1]

@@ -34,6 +34,18 @@ def no_matching_model(request: Request, snapshot: Snapshot) -> PendingReason:
     )
 
 
+def volume_locality(request: Request, capacity: PendingReason) -> PendingReason:
+    """Work that mounts a local volume goes only where its data lives (or, for a new one, to
+    nodes with room), and those are full now; elsewhere it would run without its data."""
+    nodes = sorted(request.nodes_allowed or ())
+    return PendingReason(
+        ReasonCode.VOLUME_LOCALITY,
+        f"waits for {', '.join(nodes) or 'a node with room'}, where its volume's data lives:"
+        f" {capacity.message}",
+        {"nodes": nodes, "capacity": capacity.code.value},
+    )
+
+
 def behind(blocker: Request) -> PendingReason:
     """The reason of every workload ``blocker`` holds back (head-of-line)."""
     return PendingReason(

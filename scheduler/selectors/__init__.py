@@ -20,7 +20,12 @@ from scheduler.selectors.utilisation import (
     placements_utilisation,
     workloads_utilisation,
 )
-from scheduler.selectors.workloads import WorkloadState, workload_events, workload_states
+from scheduler.selectors.workloads import (
+    WorkloadState,
+    ssh_commands,
+    workload_events,
+    workload_states,
+)
 
 __all__ = [
     "BUILTIN_PRIORITY_CLASSES",
@@ -38,6 +43,7 @@ __all__ = [
     "queues_of",
     "reservations_for_billing",
     "reservations_overlapping",
+    "ssh_commands",
     "workload_estimates",
     "workload_events",
     "workload_states",

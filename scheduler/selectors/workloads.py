@@ -114,6 +114,18 @@ def places_in_line(cluster_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
     return places
 
 
+def ssh_commands(workload: Workload) -> list[str]:
+    """The ``ssh`` command to log in to each of the run's sshds (issue 32): through the jump
+    host where the operator set ``SSH_JUMP_HOST`` (nodes on a private network)."""
+    jump = f"-J {settings.SSH_JUMP_HOST} " if settings.SSH_JUMP_HOST else ""
+    commands = []
+    for endpoint in workload.endpoints:
+        if endpoint.get("kind") == "ssh":
+            host = str(endpoint["address"]).rpartition(":")[0]
+            commands.append(f"ssh {jump}-p {endpoint['port']} run@{host}")
+    return commands
+
+
 def workload_events(workload: Workload) -> QuerySet[Event]:
     """The workload's own stream, oldest first: submitted, admitted, placed, ran, ended."""
     return Event.objects.filter(

@@ -27,6 +27,7 @@ plan, which follows from what the workload is.
 - ``fragmentation``: ``fragmentation_sample``, the operators' chart's telemetry (not events).
 - ``estimates``: ``workload_estimates_refresh``, start-time estimates of waiting work
   (derived data, not events).
+- ``notices``: ``run_notice_give``, a run told it is stopped soon (preempted, its maximum).
 """
 
 from scheduler.services.batch import workload_submit_array, workload_submit_batch
@@ -35,6 +36,7 @@ from scheduler.services.dry_run import DryRun, workload_dry_run
 from scheduler.services.endpoints import workload_endpoints_set
 from scheduler.services.estimates import EstimatesRefreshed, workload_estimates_refresh
 from scheduler.services.fragmentation import fragmentation_sample
+from scheduler.services.notices import notice_s, run_notice_give, run_notice_of
 from scheduler.services.policy import priority_class_define, queue_configure
 from scheduler.services.reservations import reservation_cancel, reservation_create
 from scheduler.services.run_states import (
@@ -74,6 +76,7 @@ __all__ = [
     "cluster_what_if",
     "estimates_in_words",
     "fragmentation_sample",
+    "notice_s",
     "priority_class_define",
     "queue_configure",
     "reservation_cancel",
@@ -82,6 +85,8 @@ __all__ = [
     "run_ended",
     "run_holder",
     "run_holders",
+    "run_notice_give",
+    "run_notice_of",
     "run_provisioning",
     "run_started",
     "runs_ended",

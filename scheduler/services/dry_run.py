@@ -55,7 +55,7 @@ def workload_dry_run(*, actor: Actor, project: Project, spec: WorkloadSpec) -> D
     granted = next((a for a in decisions.allocations if a.workload == candidate.id), None)
     if granted is None:
         reason = decisions.pending[candidate.id]
-        return DryRun(False, reason_shown(reason), None, None, 0)
+        return DryRun(False, reason_shown(reason, view.node_names), None, None, 0)
     return DryRun(
         could_run_now=True,
         reason=None,

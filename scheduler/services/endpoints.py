@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from neocloud.core.errors import ValidationFailed
 from scheduler import events as ev
+from scheduler import hooks
 from scheduler.models import Workload
 from scheduler.services.workload_stream import append_workload, locked_workload
 from tenants.access import Actor
@@ -47,6 +48,7 @@ def workload_endpoints_set(
         locked,
         [ev.WorkloadEndpointsReported(allocation_id=locked.allocation_id, endpoints=merged)],
     )
+    hooks.endpoints_changed.on_commit(locked.pk)
     return Workload.objects.get(pk=locked.pk)
 
 

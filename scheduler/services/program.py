@@ -104,6 +104,7 @@ def _check_env(spec: WorkloadSpec) -> None:
 
 def _check_ports(spec: WorkloadSpec) -> None:
     if not spec.ports:
+        _check_http_ports(spec)
         return
     if spec.kind is not WorkloadKind.SERVICE:
         raise invalid("ports", "ports are a service's")
@@ -113,3 +114,13 @@ def _check_ports(spec: WorkloadSpec) -> None:
         raise invalid("ports", "a port is between 1 and 65535")
     if len(set(spec.ports)) != len(spec.ports):
         raise invalid("ports", "a port is given once")
+    _check_http_ports(spec)
+
+
+def _check_http_ports(spec: WorkloadSpec) -> None:
+    """A web port is one of the workload's ports, named once."""
+    if len(set(spec.http_ports)) != len(spec.http_ports):
+        raise invalid("http_ports", "a port is given once")
+    outside = sorted(set(spec.http_ports) - set(spec.ports))
+    if outside:
+        raise invalid("http_ports", f"not among ports: {', '.join(map(str, outside))}")

@@ -25,9 +25,11 @@ from scheduler.errors import QuotaExceeded, Unschedulable
 from scheduler.models import Reservation, ReservationStatus, Workload
 from scheduler.selectors import priority_of
 from scheduler.selectors.fleet import FleetFacts, NodeShape, fleet_facts
+from scheduler.services.dev import dev_environment
 from scheduler.services.program import check_program
 from scheduler.services.shape import check_shape, cluster_for, invalid
 from scheduler.services.standing import check_approval, check_standing, check_waiting
+from scheduler.services.volumes import check_volumes
 from scheduler.specs import PricePlan, WorkloadSpec
 from tenants.access import Action, Actor
 from tenants.errors import PermissionDenied
@@ -78,6 +80,7 @@ def check_submission(
     if visible is not None and project.pk not in visible:
         raise PermissionDenied("not allowed to submit to this project")
     facts = fleet_facts()  # one read of the fleet's version for every check of it
+    spec = dev_environment(spec)
     check_shape(spec, facts)
     check_program(spec, project)
     priority, class_preemptible = priority_of(spec.priority_class, facts)
@@ -132,6 +135,10 @@ def check_submission(
         secrets=list(spec.secrets),
         working_dir=spec.working_dir,
         ports=list(spec.ports),
+        volumes=check_volumes(spec, project, cluster),
+        http_ports=list(spec.http_ports),
+        ssh=spec.ssh,
+        idle_stop_s=spec.idle_stop_s,
     )
 
 

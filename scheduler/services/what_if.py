@@ -40,6 +40,8 @@ from scheduler.services.submission import check_submission
 from scheduler.snapshot import ClusterView, request_of, waiting_of
 from scheduler.specs import PricePlan, WorkloadSpec
 from scheduler.standing import held_back
+from storage.models import Volume, VolumeType
+from storage.selectors import local_volume_nodes
 from tenants.access import Action, Actor
 from tenants.models import Project
 
@@ -97,13 +99,27 @@ class AsAsked:
 
 
 @dataclass(frozen=True)
+class VolumeLocality:
+    """Work that mounts a local volume placed on a node runs only there: when it would start
+    there (as asked), and when it would start anywhere in the cluster without the volume."""
+
+    node: str  # the node's name
+    starts_now: bool
+    wait_s: float | None
+    elsewhere_starts_now: bool
+    elsewhere_wait_s: float | None
+
+
+@dataclass(frozen=True)
 class WorkloadEstimates:
     """``workload_estimate``'s answer: ``as_asked``, and ``models``: each acceptable GPU
     model and cluster as if the workload were asked for that model alone (soonest first; the
-    models it could never start on last)."""
+    models it could never start on last); ``locality``: the choice a placed local volume
+    gives, or None."""
 
     as_asked: AsAsked
     models: list[ModelEstimate]
+    locality: VolumeLocality | None = None
 
 
 def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> WorkloadEstimates:
@@ -151,7 +167,39 @@ def workload_estimate(*, actor: Actor, project: Project, spec: WorkloadSpec) -> 
         wait_s=None if whole.start is None else max(0.0, whole.start - now.timestamp()),
         basis=tuple(b.value for b in whole.basis),
     )
-    return WorkloadEstimates(as_asked, sorted(answers, key=_soonest))
+    locality = _locality(actor, project, spec, asked, inputs_of(asked.cluster_id), as_asked, now)
+    return WorkloadEstimates(as_asked, sorted(answers, key=_soonest), locality)
+
+
+def _locality(
+    actor: Actor,
+    project: Project,
+    spec: WorkloadSpec,
+    asked: WorkloadSubmitted,
+    inputs: ForecastInputs,
+    as_asked: AsAsked,
+    now: datetime,
+) -> VolumeLocality | None:
+    """For work held to a placed local volume's node: the same forecast without the volumes
+    (so without the node constraint), to say what leaving the data behind would gain."""
+    nodes = local_volume_nodes(m.volume for m in spec.volumes) if spec.volumes else None
+    placed = Volume.objects.filter(
+        pk__in=[m.volume for m in spec.volumes], type=VolumeType.LOCAL, node_id__isnull=False
+    ).first()
+    if nodes is None or placed is None or len(nodes) != 1:
+        return None
+    node = inputs.view.node_names.get(str(placed.node_id), str(placed.node_id))
+    free = check_submission(actor=actor, project=project, spec=replace(spec, volumes=()))
+    elsewhere = _forecast_of(inputs, free, spec.max_runtime_s, now)
+    return VolumeLocality(
+        node=node,
+        starts_now=as_asked.starts_now,
+        wait_s=as_asked.wait_s,
+        elsewhere_starts_now=Basis.NOW in elsewhere.basis,
+        elsewhere_wait_s=(
+            None if elsewhere.start is None else max(0.0, elsewhere.start - now.timestamp())
+        ),
+    )
 
 
 def _candidates(spec: WorkloadSpec, facts: FleetFacts) -> list[tuple[str, Cluster | None]]:
@@ -291,6 +339,16 @@ def estimates_in_words(answer: WorkloadEstimates) -> str:
         models = " or ".join(asked.gpu_models) or "any GPU model"
         when = "never" if asked.wait_s is None else _when(asked.starts_now, asked.wait_s)
         words += f"; as asked ({models}): {when}"
+    where = answer.locality
+    if where is not None:
+        here = "never" if where.wait_s is None else _when(where.starts_now, where.wait_s)
+        there = (
+            "never"
+            if where.elsewhere_wait_s is None
+            else _when(where.elsewhere_starts_now, where.elsewhere_wait_s)
+        )
+        words += f"; with your volume: on {where.node} {here}, or elsewhere without your volume"
+        words += f" {there}"
     return words
 
 

@@ -24,6 +24,7 @@ from tenants.services.organizations import (
 from tenants.services.projects import project_create, project_update
 from tenants.services.quotas import quota_clear, quota_set
 from tenants.services.secrets import secret_create, secret_delete, secret_update, secrets_reseal
+from tenants.services.ssh_keys import ssh_key_add, ssh_key_remove
 from tenants.services.users import (
     email_verification_token,
     user_email_verify,
@@ -58,6 +59,8 @@ __all__ = [
     "secret_delete",
     "secret_update",
     "secrets_reseal",
+    "ssh_key_add",
+    "ssh_key_remove",
     "user_email_verify",
     "user_get_or_register",
     "user_register",

@@ -127,7 +127,8 @@ class FakeControlPlane:
         return listed
 
     def version(self) -> str:
-        pairs = sorted((a["id"], a["desired"]) for a in self.listing())
+        # The SSH keys of a run are part of its desired state (issue 32), as the real one's.
+        pairs = sorted((a["id"], a["desired"], a.get("ssh")) for a in self.listing())
         return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()[:16]
 
     def get_assignments(self, query: dict[str, list[str]]) -> dict[str, Any]:

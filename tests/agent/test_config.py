@@ -47,6 +47,7 @@ def test_a_flag_wins_over_its_variable() -> None:
     assert config.runtime == "docker"
     assert (config.fake_gpus, config.poll_wait_s, config.heartbeat_s) == (None, 20, 5.0)
     assert config.fence_after_s == 0  # off: runs go on through a partition
+    assert config.volumes_dir == config.state_dir / "volumes"
 
 
 @pytest.mark.parametrize(
@@ -59,8 +60,20 @@ def test_a_flag_wins_over_its_variable() -> None:
         (REQUIRED, {"NEOCLOUD_HEARTBEAT_S": "often"}),
         (["--url", "file:///x", *REQUIRED[2:]], {}),
         ([*REQUIRED, "--fence-after-s", "-1"], {}),
+        ([*REQUIRED, "--volume-gids", "4050000-4150000"], {}),
+        ([*REQUIRED, "--volume-usage-s", "0"], {}),
     ],
-    ids=["nothing", "runtime", "fake-without-model", "wait", "bad-variable", "scheme", "fence"],
+    ids=[
+        "nothing",
+        "runtime",
+        "fake-without-model",
+        "wait",
+        "bad-variable",
+        "scheme",
+        "fence",
+        "volume-gids-among-run-uids",
+        "volume-usage",
+    ],
 )
 def test_a_bad_configuration_exits_with_a_usage_error(
     argv: list[str], environ: dict[str, str], capsys: pytest.CaptureFixture[str]

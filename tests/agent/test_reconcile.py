@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.notices import Notice
 from agent.reconcile import Assignment, decide
 from agent.state import ENDED, EXITING, RUNNING, RunRecord
 
@@ -94,3 +95,46 @@ def test_a_run_the_control_plane_knows_but_the_state_dir_does_not_is_lost(
 def test_an_assignment_the_agent_cannot_act_on_is_refused(data: object, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         Assignment.parse(data)
+
+
+# --- Preemption with notice, and resume (issue 32) ---
+NOTICE = Notice(reason="preempted", deadline="2026-01-01T00:00:30+00:00", grace_s=30.0)
+
+
+@pytest.mark.parametrize(
+    "desired", ["run", "stop"], ids=["max-runtime-ending-while-run", "preempted-stop"]
+)
+def test_a_noticed_run_is_told_instead_of_plainly_stopped(desired: str) -> None:
+    noticed = Assignment(id="a", desired=desired, notice=NOTICE, last_seq=1)
+
+    plan = decide([noticed], {"a": record("a")}, accepting=True)
+
+    assert ([a.id for a in plan.notices], plan.stops) == (["a"], [])
+
+
+def test_a_notice_already_acted_on_is_not_given_again() -> None:
+    noticed = Assignment(id="a", desired="stop", notice=NOTICE, last_seq=1)
+
+    plan = decide([noticed], {"a": record("a", stop_requested_at=1.0)}, accepting=True)
+
+    assert (plan.notices, plan.stops) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("notice", "error"),
+    [({"reason": "bored"}, "notice"), ({"reason": "preempted", "grace_s": -1}, "grace_s")],
+    ids=["unknown-reason", "negative-grace"],
+)
+def test_a_notice_the_agent_cannot_act_on_is_refused(notice: object, error: str) -> None:
+    data = {"id": "a", "desired": "run", "notice": notice}
+
+    with pytest.raises(ValueError, match=error):
+        Assignment.parse(data)
+
+
+def test_the_restarts_and_notice_of_a_listing_are_read() -> None:
+    data = {"id": "a", "desired": "run", "restarts": 2, "notice": NOTICE.__dict__}
+
+    parsed = Assignment.parse(data)
+
+    assert (parsed.restarts, parsed.notice) == (2, NOTICE)

@@ -46,6 +46,7 @@ POST_ONLY = {
     "invoice-pay",
     "budget-clear",
     "verify-email-resend",
+    "ssh-key-remove",
 }
 
 
@@ -107,6 +108,8 @@ def _member_pages(world: World) -> list[str]:
         f"/billing/invoices/{invoice}/document",
         "/billing/card",
         "/billing/budgets",
+        "/account/ssh-keys",
+        "/workloads/new-dev",
     ]
 
 

@@ -125,15 +125,16 @@ def site(build: Builder, tmp_path: Path) -> Iterator[Callable[..., Site]]:
     made: list[Site] = []
     with worker_queue() as queue:
 
-        def make(nodes: int = 1, gpus: int = 4) -> Site:
+        def make(nodes: int = 1, gpus: int = 4, settings: dict[str, Any] | None = None) -> Site:
+            settings = {**SETTINGS, **(settings or {})}
             cluster, model = fleet.cluster("fra1"), fleet.h100()
             organization = build.organization("Acme")
             project = build.project(organization, "Training")
             membership = build.member(organization, Role.ADMIN)
             _, secret = build.key(organization, membership.user)
-            worker_cm = celery_worker(queue=queue, log_dir=tmp_path, settings=SETTINGS)
+            worker_cm = celery_worker(queue=queue, log_dir=tmp_path, settings=settings)
             worker = worker_cm.__enter__()
-            control_plane = ControlPlane(queue=queue, log_dir=tmp_path, settings=SETTINGS).start()
+            control_plane = ControlPlane(queue=queue, log_dir=tmp_path, settings=settings).start()
             made_site = Site(
                 tmp_path=tmp_path,
                 control_plane=control_plane,

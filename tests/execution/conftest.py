@@ -3,8 +3,11 @@ played by API clients with their node tokens, and a customer with an API key."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,19 @@ from tests.builders import Builder, client_with_key, run
 from tests.scheduler.conftest import GpuFleet, in_process, job, ready_fleet
 
 __all__ = ["in_process"]
+
+
+def off_the_loop(call: Callable[[], Any]) -> Any:
+    """``call()``, on a thread of its own when this one has an event loop marked running:
+    Playwright's sync API leaves its loop so after a Chromium test of the same session, and
+    the test client serves an async view (a long poll) through ``async_to_sync``, which
+    refuses to run beside a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result()
 
 
 @dataclass
@@ -42,7 +58,7 @@ class Agent:
         return f"/api/v1/nodes/{self.node.pk}/{what}"
 
     def assignments(self, **params: Any) -> dict[str, Any]:
-        response = self.client.get(self.url("assignments"), params)
+        response = off_the_loop(lambda: self.client.get(self.url("assignments"), params))
         assert response.status_code == 200, response.json()
         return response.json()  # type: ignore[no-any-return]
 

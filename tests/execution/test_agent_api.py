@@ -147,7 +147,7 @@ def test_a_ports_report_sets_the_services_endpoints(agents: list[Agent], acme: C
 
     assert assignment["ports"] == [8000]
     assert Workload.objects.get(pk=workload.pk).endpoints == [
-        {"port": 8000, "address": "10.0.0.5:8000", "node": agent.node.name}
+        {"port": 8000, "address": "10.0.0.5:8000", "node": agent.node.name, "kind": "port"}
     ]
 
 

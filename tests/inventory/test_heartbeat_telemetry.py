@@ -29,6 +29,7 @@ AGENT: dict[str, Any] = {
     "fake_gpus": False,
     "cgroups": False,
     "cgroups_note": "cgroup v2 not writable here",
+    "volumes_disk_gb": 500,  # disk offered to local volumes
 }
 
 

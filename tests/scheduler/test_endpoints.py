@@ -23,8 +23,8 @@ from tests.builders.history import SchedulingLog
 pytestmark = pytest.mark.django_db
 
 START = timezone.now() - timedelta(hours=1)
-RANK0 = {"port": 8000, "address": "10.0.0.5:8000", "node": "n0"}
-RANK1 = {"port": 8000, "address": "10.0.0.6:8000", "node": "n1"}
+RANK0 = {"port": 8000, "address": "10.0.0.5:8000", "node": "n0", "kind": "port"}
+RANK1 = {"port": 8000, "address": "10.0.0.6:8000", "node": "n1", "kind": "port"}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing import services as billing_services
 from billing.models import DefaultGpuPrice
+from catalog.templates import web_templates_define
 from inventory import fleet_import
 from inventory import services as inventory_services
 from inventory.lifecycle import NodeState
@@ -84,6 +85,7 @@ class Command(BaseCommand):
             key_file.write_text(secret + "\n")
         self._fleet(actor)
         self._prices(actor)
+        self._web_templates(actor)
         self.stdout.write(f"operator (admin):  {OPERATOR[0]} / {OPERATOR[1]}")
         self.stdout.write(f"customer:          {CUSTOMER[0]} / {CUSTOMER[1]}")
         if key_file.exists():
@@ -109,6 +111,19 @@ class Command(BaseCommand):
         token_file.write_text(token + "\n")
         ready = Node.objects.filter(state=NodeState.READY).count()
         self.stdout.write(f"fleet:             {ready} of {Node.objects.count()} nodes ready")
+
+    def _web_templates(self, actor: Actor) -> None:
+        """Jupyter Lab and a plain HTTP service on the agent node's GPUs (issue 32)."""
+        node = agent_node_of_demo()
+        model = node.gpu_model.slug if node.gpu_model else "l4-24gb"
+        atomic_with_retry(
+            web_templates_define,
+            actor=actor,
+            gpu_model=model,
+            region=node.cluster.region.slug,
+            price_per_gpu_hour_minor=PRICES.get(model, 100),
+            currency="USD",
+        )
 
     def _prices(self, actor: Actor) -> None:
         """The demo's default prices, where none is set (an operator's own stays)."""
